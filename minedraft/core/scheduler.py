@@ -1,0 +1,138 @@
+"""MineDraftScheduler: vLLM's scheduler with two alternating decode groups.
+
+Each step verifies one group on the target while the draft lane proposes for
+the other group, whose verification was in the previous step; next step the
+roles swap. Only these hooks differ from vLLM's ``Scheduler``:
+
+* ``schedule``: before vLLM schedules, requests that must sit the step out get
+  ``next_decode_eligible_step`` one step ahead (vLLM's RUNNING loop skips them:
+  no tokens, no token budget, no ``allocate_slots``); afterwards the step is
+  classified as parallel or fallback and the lane plan is attached to the
+  output (``MineDraftSchedulerOutput``).
+* ``update_draft_token_ids``: drafts arriving for requests that were
+  preempted while on the draft lane are dropped.
+* ``make_stats``: MineDraft's counters ride along with vLLM's.
+
+KV slots: a request's drafting reads and writes only positions whose blocks
+were allocated when it was verified (vLLM allocates 1 + k + lookahead slots),
+so a draft-only step allocates nothing. Everything else (admission, prefill
+and chunked prefill, preemption, acceptance accounting, rollback of rejected
+tokens) is vLLM's own code, unchanged.
+"""
+
+from __future__ import annotations
+
+from vllm.logger import init_logger
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.metrics.stats import SchedulerStats
+from vllm.v1.outputs import DraftTokenIds
+from vllm.v1.request import Request, RequestStatus
+
+from minedraft.core.lanes import choose_held, is_balanced
+from minedraft.core.output import MineDraftSchedulerOutput
+from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+
+logger = init_logger(__name__)
+
+
+class MineDraftScheduler(Scheduler):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # Request ids whose drafting was deferred in the last step: the draft
+        # lane runs for them during the step being scheduled now.
+        self._drafting: set[str] = set()
+        # Request ids that sat out the last step and must be verified now.
+        self._due: set[str] = set()
+        self.minedraft_stats = MineDraftStats()
+        self.minedraft_totals = MineDraftStats()
+
+    @property
+    def overlap_enabled(self) -> bool:
+        return self.num_spec_tokens > 0
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        if not self.overlap_enabled:
+            return super().schedule(throttle_prefills)
+        self._hold_back_for_this_step()
+        output = super().schedule(throttle_prefills)
+        return self._plan_lanes(output)
+
+    def _decode_requests(self) -> list[Request]:
+        return [r for r in self.running if not r.is_prefill_chunk]
+
+    def _hold_back_for_this_step(self) -> None:
+        decodes = self._decode_requests()
+        drafting = [r for r in decodes if r.request_id in self._drafting]
+        due = [r for r in decodes if r.request_id in self._due and r.request_id not in self._drafting]
+        free = [r for r in decodes if r.request_id not in self._drafting and r.request_id not in self._due]
+        held_ids = set(
+            choose_held(
+                [r.request_id for r in drafting],
+                [r.request_id for r in due],
+                [r.request_id for r in free],
+            )
+        )
+        # vLLM increments current_step at the start of schedule(); a request
+        # whose eligible step is current_step + 2 is skipped by that call only.
+        skip_until = self.current_step + 2
+        for request in drafting:
+            request.next_decode_eligible_step = skip_until
+        for request in free:
+            if request.request_id in held_ids:
+                request.next_decode_eligible_step = skip_until
+
+    def _plan_lanes(self, output: SchedulerOutput) -> MineDraftSchedulerOutput:
+        scheduled = output.num_scheduled_tokens
+        running_ids = {r.request_id for r in self.running}
+        draft_only = [
+            rid for rid in self._drafting if rid in running_ids and rid not in scheduled
+        ]
+        # Decode requests not verified now: verified next step.
+        next_due = {
+            r.request_id
+            for r in self.running
+            if not r.is_prefill_chunk and r.request_id not in scheduled
+        }
+        parallel = is_balanced(len(scheduled), len(next_due))
+        # Requests whose prefill is still in progress are scheduled again next
+        # step whatever the mode; only decode requests wait for their drafts.
+        self._drafting = (
+            {rid for rid in scheduled if not self.requests[rid].is_prefill_chunk}
+            if parallel
+            else set()
+        )
+        self._due = next_due
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.observe_step(len(scheduled), len(draft_only), parallel)
+        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
+
+    # ------------------------------------------------------------------ drafts
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        # A request preempted while its drafts were being made is waiting
+        # again; vLLM's own path never delivers drafts to such a request.
+        keep = [
+            i
+            for i, rid in enumerate(draft_token_ids.req_ids)
+            if (req := self.requests.get(rid)) is not None
+            and req.status == RequestStatus.RUNNING
+        ]
+        if len(keep) != len(draft_token_ids.req_ids):
+            draft_token_ids = DraftTokenIds(
+                [draft_token_ids.req_ids[i] for i in keep],
+                [draft_token_ids.draft_token_ids[i] for i in keep],
+            )
+        super().update_draft_token_ids(draft_token_ids)
+
+    # ------------------------------------------------------------------ stats
+    def make_stats(self, *args, **kwargs) -> SchedulerStats | None:
+        stats = super().make_stats(*args, **kwargs)
+        if stats is None or not self.overlap_enabled:
+            return stats
+        payload = dict(stats.kv_connector_stats or {})
+        payload[PAYLOAD_KEY] = self.minedraft_stats.to_payload()
+        stats.kv_connector_stats = payload
+        self.minedraft_stats = MineDraftStats()
+        return stats
+

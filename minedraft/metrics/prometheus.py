@@ -1,0 +1,75 @@
+"""Front-end side of MineDraft's metrics: Prometheus counters and a log line.
+
+The engine core sends :class:`MineDraftStats` inside ``SchedulerStats``; the
+patched ``StatLoggerManager`` hands them to :class:`MineDraftMetrics`, which
+exports them as ``minedraft:*`` metrics (on ``/metrics`` and, through the
+patched ``get_metrics_snapshot``, in ``LLM.get_metrics()``).
+"""
+
+from __future__ import annotations
+
+import prometheus_client
+from vllm.logger import init_logger
+
+from minedraft.metrics.stats import MineDraftStats
+
+logger = init_logger(__name__)
+
+_COUNTERS = {
+    "parallel_steps": "Engine steps whose drafting overlapped the next verification.",
+    "fallback_steps": "Engine steps that ran plain speculative decoding.",
+    "verified_requests": "Requests verified, summed over steps.",
+    "draft_only_requests": "Requests drafted on the draft lane, summed over steps.",
+}
+_GAUGES = {
+    "verify_group_size": "Requests verified in the last step.",
+    "draft_group_size": "Requests on the draft lane in the last step.",
+}
+
+
+class MineDraftMetrics:
+    """One per process; Prometheus metrics are process-global."""
+
+    _instance: MineDraftMetrics | None = None
+
+    def __init__(self) -> None:
+        self.counters = {
+            name: prometheus_client.Counter(f"minedraft:{name}", doc)
+            for name, doc in _COUNTERS.items()
+        }
+        self.gauges = {
+            name: prometheus_client.Gauge(f"minedraft:{name}", doc)
+            for name, doc in _GAUGES.items()
+        }
+        self.since_last_log = MineDraftStats()
+
+    @classmethod
+    def get(cls) -> MineDraftMetrics:
+        if cls._instance is None:
+            cls._instance = MineDraftMetrics()
+        return cls._instance
+
+    def observe(self, stats: MineDraftStats) -> None:
+        for name, counter in self.counters.items():
+            counter.inc(getattr(stats, name))
+        for name, gauge in self.gauges.items():
+            gauge.set(getattr(stats, name))
+        acc = self.since_last_log
+        for name in _COUNTERS:
+            setattr(acc, name, getattr(acc, name) + getattr(stats, name))
+
+    def log(self) -> None:
+        acc = self.since_last_log
+        if acc.empty:
+            return
+        steps = acc.parallel_steps + acc.fallback_steps
+        logger.info(
+            "MineDraft: parallel steps: %d/%d (%.1f%%), mean verify group: %.1f, "
+            "mean draft group: %.1f",
+            acc.parallel_steps,
+            steps,
+            100.0 * acc.parallel_steps / steps,
+            acc.verified_requests / steps,
+            acc.draft_only_requests / steps,
+        )
+        self.since_last_log = MineDraftStats()

@@ -1,0 +1,78 @@
+"""Carry MineDraft's scheduler statistics to vLLM's front-end metrics.
+
+``SchedulerStats`` has no field for plugin statistics, so the scheduler puts
+them under the key ``minedraft`` of its ``kv_connector_stats`` dict (a dict
+survives the engine-core -> front-end serialization). ``StatLoggerManager``
+takes the key out before any vLLM logger sees it, so vLLM's connector logging
+is unaffected. ``get_metrics_snapshot`` (behind ``LLM.get_metrics()``) only
+lists ``vllm:*`` metrics; the wrapper adds ``minedraft:*``.
+
+Upstream diff: ``patches/0003-scheduler-stats-extra.patch``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+from minedraft.monkeypatch.patching import Patch
+
+
+def _wrap_record(original):
+    @functools.wraps(original)
+    def record(self, scheduler_stats, *args, **kwargs):
+        payload = None
+        extra = getattr(scheduler_stats, "kv_connector_stats", None)
+        if extra and PAYLOAD_KEY in extra:
+            extra = dict(extra)
+            payload = extra.pop(PAYLOAD_KEY)
+            scheduler_stats.kv_connector_stats = extra or None
+        if payload is not None:
+            from minedraft.metrics.prometheus import MineDraftMetrics
+
+            MineDraftMetrics.get().observe(MineDraftStats.from_payload(payload))
+        return original(self, scheduler_stats, *args, **kwargs)
+
+    return record
+
+
+def _wrap_log(original):
+    @functools.wraps(original)
+    def log(self):
+        original(self)
+        from minedraft.metrics.prometheus import MineDraftMetrics
+
+        if MineDraftMetrics._instance is not None:
+            MineDraftMetrics._instance.log()
+
+    return log
+
+
+def _wrap_snapshot(original):
+    @functools.wraps(original)
+    def get_metrics_snapshot():
+        from prometheus_client import REGISTRY
+        from vllm.v1.metrics.reader import Counter, Gauge
+
+        collected = original()
+        for metric in REGISTRY.collect():
+            if not metric.name.startswith("minedraft:"):
+                continue
+            for s in metric.samples:
+                if metric.type == "counter" and s.name.endswith("_total"):
+                    collected.append(Counter(name=metric.name, labels=s.labels, value=int(s.value)))
+                elif metric.type == "gauge":
+                    collected.append(Gauge(name=metric.name, labels=s.labels, value=s.value))
+        return collected
+
+    return get_metrics_snapshot
+
+
+def make_patches() -> list[Patch]:
+    import vllm.v1.engine.llm_engine as llm_engine
+    from vllm.v1.metrics.loggers import StatLoggerManager
+
+    return [
+        Patch(StatLoggerManager, {"record": _wrap_record, "log": _wrap_log}),
+        Patch(llm_engine, {"get_metrics_snapshot": _wrap_snapshot}),
+    ]

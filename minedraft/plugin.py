@@ -1,0 +1,52 @@
+"""vLLM general-plugin entry point (``vllm.general_plugins: minedraft``).
+
+vLLM calls :func:`register` in every process it starts (front end, engine
+core, workers), possibly more than once. It only installs the config patch,
+which does nothing unless ``scheduler_cls`` selects MineDraft.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minedraft import registry
+from minedraft.config import validate_engine_args, validate_vllm_config
+
+
+def register() -> None:
+    from minedraft.monkeypatch import apply_plugin_patches
+
+    apply_plugin_patches()
+
+
+def select_minedraft_engine_args(engine_args: Any) -> None:
+    """Point ``engine_args`` at MineDraft's classes, after checking them.
+
+    Runs in the front-end process before vLLM builds its config, so a bad
+    configuration is refused before any model loads.
+    """
+    validate_engine_args(engine_args)
+    engine_args.scheduler_cls = registry.SCHEDULER_QUALNAME
+    # MineDraft's scheduler is synchronous: it needs each step's drafts back
+    # before it schedules the next one.
+    engine_args.async_scheduling = False
+    if engine_args.worker_cls == "auto":
+        engine_args.worker_cls = _default_worker_qualname()
+
+
+def validate_selected_config(vllm_config: Any) -> None:
+    validate_vllm_config(vllm_config)
+
+
+def _default_worker_qualname() -> str:
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        return registry.CPU_WORKER_QUALNAME
+    from minedraft.config import MineDraftConfigError
+
+    raise MineDraftConfigError(
+        f"platform {current_platform.device_name!r} is not supported yet: the "
+        "overlapped draft lane runs on the CPU backend (a CUDA-stream lane exists "
+        "but has not been validated on a GPU)."
+    )

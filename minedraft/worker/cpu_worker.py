@@ -1,0 +1,29 @@
+"""MineDraftCPUWorker: vLLM's CPU worker with MineDraft's model runner."""
+
+from __future__ import annotations
+
+from vllm.v1.worker.cpu_worker import CPUWorker
+
+from minedraft.monkeypatch import apply_worker_patches, scoped_patch
+from minedraft.worker.model_runner import MineDraftCPUModelRunner
+
+
+class MineDraftCPUWorker(CPUWorker):
+    def init_device(self) -> None:
+        apply_worker_patches()
+        if self.use_v2_model_runner:
+            raise RuntimeError(
+                "minedraft: the CPU V2 model runner is not supported; "
+                "set VLLM_USE_V2_MODEL_RUNNER=0."
+            )
+        # CPUWorker builds its runner inside init_device (it has no
+        # _make_model_runner hook like the GPU worker): swap the class it uses.
+        with scoped_patch("cpu_worker_runner"):
+            super().init_device()
+        assert isinstance(self.model_runner, MineDraftCPUModelRunner)
+
+    def shutdown(self) -> None:
+        runner = getattr(self, "model_runner", None)
+        if isinstance(runner, MineDraftCPUModelRunner):
+            runner.draft_lane.shutdown()
+        super().shutdown()

@@ -1,0 +1,60 @@
+"""A drafter call captured in one step and replayed on the draft lane in the next.
+
+vLLM's model runner reuses its input buffers every step (input ids, positions,
+block tables, slot mappings), so the arguments of a deferred ``propose`` call
+are copied when it is captured. The drafter's own buffers are only touched by
+the replay, which runs on one lane at a time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def snapshot(value: Any) -> Any:
+    """A copy of ``value`` that later writes to the runner's buffers cannot change."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: snapshot(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, dict):
+        return {k: snapshot(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [snapshot(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(snapshot(v) for v in value)
+    return value
+
+
+@dataclass
+class DraftJob:
+    """``propose(*args, **kwargs)`` for the requests ``req_ids`` (batch order)."""
+
+    req_ids: list[str]
+    propose: Callable[..., Any]
+    args: tuple
+    kwargs: dict[str, Any]
+
+    @classmethod
+    def capture(cls, req_ids: list[str], propose: Callable[..., Any], args: tuple, kwargs: dict) -> DraftJob:
+        return cls(list(req_ids), propose, snapshot(args), snapshot(kwargs))
+
+    def run(self) -> tuple[list[str], list[list[int]]]:
+        drafts = self.propose(*self.args, **self.kwargs)
+        if isinstance(drafts, torch.Tensor):
+            drafts = drafts.tolist()
+        return self.req_ids, [list(d) for d in drafts]
+
+
+def placeholder_drafts(num_reqs: int, num_spec_tokens: int, device: torch.device) -> torch.Tensor:
+    """What the runner sees from a deferred ``propose``: never sent to the scheduler."""
+    return torch.zeros(num_reqs, num_spec_tokens, dtype=torch.int64, device=device)

@@ -1,0 +1,167 @@
+"""Execution lanes: where the deferred draft job runs while the target verifies.
+
+One interface, three implementations:
+
+* :class:`ThreadLane` (CPU): a dedicated Python thread. Torch releases the GIL
+  inside its kernels, so the drafter's forward runs beside the target's. Each
+  lane owns its share of the cores: while a job is in flight the main thread
+  and the lane thread each use ``threads_per_lane`` intra-op threads.
+* :class:`CudaStreamLane` (GPU): the job is enqueued on a second CUDA stream
+  after an event from the main stream. Written against this interface but not
+  yet validated on a GPU (no GPU was available when it was written).
+* :class:`InlineLane`: runs the job at submission (debugging, measurements).
+
+``submit`` never blocks on the job; ``wait`` returns its result or re-raises
+its exception in the caller's thread, so a failing draft surfaces as an
+engine error instead of a hang.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+Job = Callable[[], Any]
+
+
+class Lane(ABC):
+    @abstractmethod
+    def submit(self, job: Job) -> None: ...
+
+    @abstractmethod
+    def wait(self) -> Any:
+        """Result of the last submitted job (``None`` if none is pending)."""
+
+    @property
+    @abstractmethod
+    def busy(self) -> bool: ...
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class InlineLane(Lane):
+    def __init__(self) -> None:
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._pending = False
+
+    def submit(self, job: Job) -> None:
+        self._pending = True
+        try:
+            with torch.inference_mode():
+                self._result = job()
+        except BaseException as e:  # re-raised by wait()
+            self._error = e
+
+    def wait(self) -> Any:
+        if not self._pending:
+            return None
+        self._pending = False
+        result, error, self._result, self._error = self._result, self._error, None, None
+        if error is not None:
+            raise error
+        return result
+
+    @property
+    def busy(self) -> bool:
+        return self._pending
+
+
+class ThreadLane(Lane):
+    """A persistent worker thread with its own intra-op thread count."""
+
+    def __init__(self, main_threads: int, lane_threads: int, name: str = "minedraft-draft-lane"):
+        self.main_threads_overlapped = main_threads
+        self.lane_threads = lane_threads
+        self.main_threads_alone = torch.get_num_threads()
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+        self._pending = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        # OpenMP keeps the thread count per thread: this only affects the lane.
+        torch._C._set_num_threads(self.lane_threads)
+        while (job := self._jobs.get()) is not None:
+            try:
+                with torch.inference_mode():
+                    self._done.put((job(), None))
+            except BaseException as e:  # re-raised by wait()
+                self._done.put((None, e))
+
+    def submit(self, job: Job) -> None:
+        if self._pending:
+            raise RuntimeError("draft lane already has a job in flight")
+        if not self._thread.is_alive():
+            raise RuntimeError("draft lane thread is not running")
+        self._pending = True
+        torch._C._set_num_threads(self.main_threads_overlapped)
+        self._jobs.put(job)
+
+    def wait(self) -> Any:
+        if not self._pending:
+            return None
+        try:
+            result, error = self._done.get()
+        finally:
+            self._pending = False
+            torch._C._set_num_threads(self.main_threads_alone)
+        if error is not None:
+            raise error
+        return result
+
+    @property
+    def busy(self) -> bool:
+        return self._pending
+
+    def shutdown(self) -> None:
+        if self._thread.is_alive():
+            self._jobs.put(None)
+            self._thread.join(timeout=5)
+
+
+class CudaStreamLane(Lane):
+    """Runs the job on a side CUDA stream ordered after the main stream's work.
+
+    The job itself is launched from the calling thread (kernel launches are
+    asynchronous); ``wait`` makes the main stream wait for the side stream.
+    NOT VALIDATED ON A GPU YET.
+    """
+
+    def __init__(self, device: torch.device):
+        self.stream = torch.cuda.Stream(device=device)
+        self._inner = InlineLane()
+
+    def submit(self, job: Job) -> None:
+        main = torch.cuda.current_stream()
+        self.stream.wait_stream(main)
+        with torch.cuda.stream(self.stream):
+            self._inner.submit(job)
+
+    def wait(self) -> Any:
+        torch.cuda.current_stream().wait_stream(self.stream)
+        return self._inner.wait()
+
+    @property
+    def busy(self) -> bool:
+        return self._inner.busy
+
+
+def make_lane(kind: str, device: torch.device) -> Lane:
+    """``kind``: ``overlap`` (thread or CUDA stream by device) or ``serial``."""
+    if kind == "serial":
+        return InlineLane()
+    if kind != "overlap":
+        raise ValueError(f"unknown MINEDRAFT_LANE {kind!r}: expected 'overlap' or 'serial'")
+    if device.type == "cuda":
+        return CudaStreamLane(device)
+    total = max(torch.get_num_threads(), 1)
+    lane_threads = max(total // 2, 1)
+    return ThreadLane(main_threads=max(total - lane_threads, 1), lane_threads=lane_threads)

@@ -1,0 +1,130 @@
+"""MineDraft's CPU model runner: verify on the main lane, draft on the draft lane.
+
+In a parallel step (``scheduler_output.defer_drafts``) the runner does
+everything vLLM's runner does except the drafter's forward: the call to
+``drafter.propose`` is captured with copies of its inputs (``DraftJob``) and
+answered with placeholders that never reach the scheduler. At the start of
+the next step the job is submitted to the draft lane, where it runs while the
+target verifies the other group; ``take_draft_token_ids`` joins the lane and
+returns the job's drafts. The drafter therefore sees exactly the calls stock
+speculative decoding makes, in the same order, one step later: its KV cache
+catches up on every accepted token before it drafts.
+
+In a fallback step ``propose`` runs inline as in vLLM, after any job still on
+the lane has finished (the drafter's buffers belong to one call at a time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from vllm.logger import init_logger
+from vllm.v1.outputs import DraftTokenIds
+from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+
+from minedraft import envs
+from minedraft.worker.draft_job import DraftJob, placeholder_drafts
+from minedraft.worker.lanes import Lane, make_lane
+
+logger = init_logger(__name__)
+
+
+class DraftLaneError(RuntimeError):
+    """The draft lane failed; the engine stops with this error."""
+
+
+class MineDraftCPUModelRunner(CPUModelRunner):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.draft_lane: Lane = make_lane(envs.lane_mode(), self.device)
+        self._captured_job: DraftJob | None = None
+        self._lane_drafts: DraftTokenIds | None = None
+        self._defer_this_step = False
+        logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
+
+    # -------------------------------------------------------------- step
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self._defer_this_step = bool(getattr(scheduler_output, "defer_drafts", False))
+        self._submit_deferred_job()
+        return super().execute_model(scheduler_output, intermediate_tensors)
+
+    def sample_tokens(self, grammar_output):
+        with self._route_propose():
+            return super().sample_tokens(grammar_output)
+
+    def take_draft_token_ids(self) -> DraftTokenIds | None:
+        self._collect_lane()
+        lane, self._lane_drafts = self._lane_drafts, None
+        inline = None if self._defer_this_step else super().take_draft_token_ids()
+        return _merge(lane, inline)
+
+    # -------------------------------------------------------------- lane
+    def _submit_deferred_job(self) -> None:
+        # Drafts of a job whose step had no take_draft_token_ids (an empty
+        # step) are stale: drop them. The drafter's KV cache was still updated.
+        self._collect_lane()
+        self._lane_drafts = None
+        job, self._captured_job = self._captured_job, None
+        if job is not None:
+            if envs.fault_injection() == "draft_lane":
+                job = DraftJob(job.req_ids, _raise_injected_fault, (), {})
+            self.draft_lane.submit(job.run)
+
+    def _collect_lane(self) -> None:
+        """Join the lane; keep its drafts for ``take_draft_token_ids``."""
+        if not self.draft_lane.busy:
+            return
+        try:
+            result = self.draft_lane.wait()
+        except Exception as e:
+            raise DraftLaneError(f"minedraft draft lane failed: {e!r}") from e
+        self._lane_drafts = DraftTokenIds(*result)
+
+    @contextlib.contextmanager
+    def _route_propose(self) -> Iterator[None]:
+        drafter = getattr(self, "drafter", None)
+        if drafter is None:
+            yield
+            return
+        real_propose = drafter.propose
+        if self._defer_this_step:
+            drafter.propose = self._make_capture(real_propose)
+        else:
+            drafter.propose = self._make_inline(real_propose)
+        try:
+            yield
+        finally:
+            del drafter.propose  # back to the class attribute
+
+    def _make_capture(self, real_propose):
+        def capture(*args, **kwargs):
+            self._captured_job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+            num_reqs = self.input_batch.num_reqs
+            k = self.speculative_config.num_speculative_tokens
+            if self.speculative_config.method == "ngram":
+                return [[] for _ in range(num_reqs)]
+            return placeholder_drafts(num_reqs, k, self.device)
+
+        return capture
+
+    def _make_inline(self, real_propose):
+        def inline(*args, **kwargs):
+            self._collect_lane()
+            return real_propose(*args, **kwargs)
+
+        return inline
+
+
+def _merge(a: DraftTokenIds | None, b: DraftTokenIds | None) -> DraftTokenIds | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return DraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids)
+
+
+def _raise_injected_fault():
+    raise RuntimeError("injected draft-lane fault (MINEDRAFT_INJECT_FAULT=draft_lane)")
+
+
