@@ -11,12 +11,24 @@ def kit_dir() -> str:
 
 
 def lane_mode() -> str:
-    """Execution of the draft lane: ``auto`` (overlap when it pays), ``overlap``
-    (always overlap in parallel steps) or ``serial`` (run the lane inline; for
-    debugging and measurement)."""
-    return os.environ.get("MINEDRAFT_LANE", "overlap")
+    """Where deferred drafts run: ``serial`` (default: inline at the start of
+    the next step; exact) or ``overlap`` (a second thread on CPU, a second CUDA
+    stream on GPU). ``overlap`` is experimental on CPU: with the draft forward
+    running concurrently, about 1 request in 16 diverged from the target's
+    greedy output on the kit models (see README, Limitations)."""
+    return os.environ.get("MINEDRAFT_LANE", "serial")
 
 
 def fault_injection() -> str | None:
     """Test hook: ``draft_lane`` makes the next draft-lane job raise."""
     return os.environ.get("MINEDRAFT_INJECT_FAULT") or None
+
+
+def lane_threads() -> int | None:
+    """Intra-op threads of the CPU draft lane; unset keeps torch's default.
+
+    Setting it changes a process-wide BLAS setting on some builds, which can
+    change the target's arithmetic; leave it unset where exactness matters.
+    """
+    value = os.environ.get("MINEDRAFT_LANE_THREADS")
+    return int(value) if value else None

@@ -3,9 +3,11 @@
 One interface, three implementations:
 
 * :class:`ThreadLane` (CPU): a dedicated Python thread. Torch releases the GIL
-  inside its kernels, so the drafter's forward runs beside the target's. Each
-  lane owns its share of the cores: while a job is in flight the main thread
-  and the lane thread each use ``threads_per_lane`` intra-op threads.
+  inside its kernels, so the drafter's forward runs beside the target's. The
+  lane thread uses ``lane_threads`` intra-op threads. The main thread keeps
+  its thread count: the target's arithmetic (and so its greedy output) must
+  be bit-identical to stock vLLM's, and a GEMM split over fewer threads sums
+  in another order (measured: one token in 768 flipped on a near-tie).
 * :class:`CudaStreamLane` (GPU): the job is enqueued on a second CUDA stream
   after an event from the main stream. Written against this interface but not
   yet validated on a GPU (no GPU was available when it was written).
@@ -25,6 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from minedraft import envs
 
 Job = Callable[[], Any]
 
@@ -76,10 +80,8 @@ class InlineLane(Lane):
 class ThreadLane(Lane):
     """A persistent worker thread with its own intra-op thread count."""
 
-    def __init__(self, main_threads: int, lane_threads: int, name: str = "minedraft-draft-lane"):
-        self.main_threads_overlapped = main_threads
+    def __init__(self, lane_threads: int | None, name: str = "minedraft-draft-lane"):
         self.lane_threads = lane_threads
-        self.main_threads_alone = torch.get_num_threads()
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
         self._pending = False
@@ -88,7 +90,9 @@ class ThreadLane(Lane):
 
     def _run(self) -> None:
         # OpenMP keeps the thread count per thread: this only affects the lane.
-        torch._C._set_num_threads(self.lane_threads)
+        # (torch._C.set_num_threads: the CPU worker replaces torch.set_num_threads.)
+        if self.lane_threads is not None:
+            torch._C.set_num_threads(self.lane_threads)
         while (job := self._jobs.get()) is not None:
             try:
                 with torch.inference_mode():
@@ -102,7 +106,6 @@ class ThreadLane(Lane):
         if not self._thread.is_alive():
             raise RuntimeError("draft lane thread is not running")
         self._pending = True
-        torch._C._set_num_threads(self.main_threads_overlapped)
         self._jobs.put(job)
 
     def wait(self) -> Any:
@@ -112,7 +115,6 @@ class ThreadLane(Lane):
             result, error = self._done.get()
         finally:
             self._pending = False
-            torch._C._set_num_threads(self.main_threads_alone)
         if error is not None:
             raise error
         return result
@@ -162,6 +164,4 @@ def make_lane(kind: str, device: torch.device) -> Lane:
         raise ValueError(f"unknown MINEDRAFT_LANE {kind!r}: expected 'overlap' or 'serial'")
     if device.type == "cuda":
         return CudaStreamLane(device)
-    total = max(torch.get_num_threads(), 1)
-    lane_threads = max(total // 2, 1)
-    return ThreadLane(main_threads=max(total - lane_threads, 1), lane_threads=lane_threads)
+    return ThreadLane(lane_threads=envs.lane_threads())
