@@ -1,0 +1,96 @@
+"""A scheduler over a fake KV cache, after vLLM's tests/v1/core/utils.py.
+
+No model runs: the test plays the worker, feeding back sampled tokens and
+drafts the way MineDraft's runner does (drafts of a deferred step arrive one
+step later).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from pathlib import Path
+
+import torch
+from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+BLOCK_SIZE = 16
+
+
+def fake_model_dir(tmp: Path) -> str:
+    (tmp / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
+        "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 4096,
+    }))
+    return str(tmp)
+
+
+def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | None = 3,
+                   num_blocks: int = 10000, max_num_seqs: int = 64,
+                   max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False) -> Scheduler:
+    model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
+                               max_model_len=max_num_batched_tokens, seed=0)
+    scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                       max_model_len=max_num_batched_tokens, enable_chunked_prefill=True,
+                                       is_encoder_decoder=False, watermark=0.0)
+    cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=enable_prefix_caching)
+    spec = SpeculativeConfig(model="ngram", num_speculative_tokens=k) if k else None
+    vllm_config = VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
+                             cache_config=cache_config, speculative_config=spec)
+    kv_cache_config = KVCacheConfig(
+        num_blocks=num_blocks, kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
+            block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32))])
+    cache_config.num_gpu_blocks = num_blocks
+    return scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BLOCK_SIZE,
+                         hash_block_size=BLOCK_SIZE, log_stats=True,
+                         structured_output_manager=StructuredOutputManager(vllm_config))
+
+
+def _hash(value) -> bytes:
+    return hashlib.sha256(pickle.dumps(value)).digest()
+
+
+def make_request(req_id: str, prompt_len: int, max_tokens: int, prefix: list[int] | None = None) -> Request:
+    init_none_hash(_hash)
+    prompt = (prefix or []) + [(hash((req_id, i)) % 900) + 10 for i in range(prompt_len)]
+    return Request(request_id=req_id, prompt_token_ids=prompt,
+                   sampling_params=SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                   pooling_params=None,
+                   block_hasher=get_request_block_hasher(BLOCK_SIZE, _hash))
+
+
+class FakeWorker:
+    """Plays MineDraft's runner: drafts for a deferred step arrive one step later."""
+
+    def __init__(self, k: int, accept: callable):
+        self.k = k
+        self.accept = accept  # (req_id, num_drafts) -> num accepted
+        self.deferred: list[str] = []
+
+    def step(self, scheduler, output):
+        req_ids = list(output.num_scheduled_tokens)
+        sampled = []
+        for rid in req_ids:
+            n_drafts = len(output.scheduled_spec_decode_tokens.get(rid, []))
+            sampled.append([1] * (1 + min(self.accept(rid, n_drafts), n_drafts)))
+        mro = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                                sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
+                                pooler_output=[])
+        outputs = scheduler.update_from_output(output, mro)
+        drafts = list(self.deferred)  # the lane's job from the previous step
+        self.deferred = req_ids if getattr(output, "defer_drafts", False) else []
+        if not getattr(output, "defer_drafts", False):
+            drafts += req_ids
+        if output.total_num_scheduled_tokens > 0 and drafts:
+            scheduler.update_draft_token_ids(DraftTokenIds(drafts, [[2] * self.k for _ in drafts]))
+        return outputs
