@@ -39,6 +39,12 @@ def validate_engine_args(engine_args: Any) -> None:
             "--speculative-config '{\"method\": \"draft_model\", \"model\": DRAFT, "
             "\"num_speculative_tokens\": K}' (or method \"ngram\")."
         )
+    method = _get(spec, "method")
+    if method is not None and method not in SUPPORTED_METHODS:
+        raise MineDraftConfigError(
+            f"speculative method {method!r} is not supported yet; supported: "
+            f"{', '.join(SUPPORTED_METHODS)}."
+        )
     k = _get(spec, "num_speculative_tokens")
     if k is not None:
         _check_num_spec_tokens(k)
