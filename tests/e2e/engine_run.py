@@ -1,0 +1,63 @@
+"""Run one workload through a real vLLM engine in one mode; print JSON results.
+
+A subprocess per engine keeps engines isolated (each LLM spawns its own
+engine-core process) and lets the tests run modes side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+def workload(seed: int, num_requests: int, vocab: int):
+    """Mixed prompt lengths (1..~500), max_tokens 1..100, some shared prefixes."""
+    rng = random.Random(seed)
+    shared = [rng.randrange(3, vocab) for _ in range(96)]
+    requests = []
+    for i in range(num_requests):
+        length = rng.choice([1, 2, 5, 17, 40, 90, 160, 300, 500]) if i % 3 else rng.randint(1, 500)
+        prompt = [rng.randrange(3, vocab) for _ in range(length)]
+        if i % 4 == 0:
+            prompt = shared + prompt[: max(1, length - 96)]
+        requests.append({"prompt_token_ids": prompt, "max_tokens": rng.randint(1, 100)})
+    return requests
+
+
+def engine_kwargs(mode: str, kit: dict, k: int) -> dict:
+    kw = dict(
+        model=kit["target"], dtype="float32", enforce_eager=True, max_model_len=1024, seed=0,
+        disable_log_stats=False, enable_chunked_prefill=True, max_num_batched_tokens=128,
+        enable_prefix_caching=True, block_size=32, num_gpu_blocks_override=48,
+    )
+    if mode != "target":
+        kw["speculative_config"] = {"method": "draft_model", "model": kit["draft"], "num_speculative_tokens": k}
+    if mode == "minedraft":
+        kw["scheduler_cls"] = "minedraft"
+    return kw
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(**engine_kwargs(spec["mode"], spec["kit"], spec["k"]))
+    vocab = llm.get_tokenizer().vocab_size
+    reqs = workload(spec["seed"], spec["num_requests"], vocab)
+    params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
+    outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in reqs], params, use_tqdm=False)
+    metrics = {}
+    for m in llm.get_metrics():
+        if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
+                                    or m.name == "vllm:num_preemptions"):
+            metrics[m.name] = metrics.get(m.name, 0) + m.value
+    print("RESULT " + json.dumps({"tokens": [o.outputs[0].token_ids for o in outs], "metrics": metrics}))
+
+
+if __name__ == "__main__":
+    main()
