@@ -7,28 +7,16 @@ cache (block size 32) small enough to force preemptions.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from minedraft.kit import build_kit
+from minedraft.sidebyside import run_mode
 
 pytestmark = pytest.mark.e2e
-RUNNER = Path(__file__).with_name("engine_run.py")
 
 
-def run_engine(mode: str, kit, k: int = 3, num_requests: int = 48, seed: int = 0, env=None) -> dict:
-    spec = {"mode": mode, "kit": {"target": str(kit.target), "draft": str(kit.draft_perturbed)},
-            "k": k, "num_requests": num_requests, "seed": seed}
-    proc = subprocess.run([sys.executable, str(RUNNER), json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **(env or {})})
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+def run_engine(mode: str, kit) -> dict:
+    return run_mode(mode, str(kit.target), str(kit.draft_perturbed))
 
 
 @pytest.fixture(scope="module")

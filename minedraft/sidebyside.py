@@ -1,7 +1,9 @@
-"""Run one workload through a real vLLM engine in one mode; print JSON results.
+"""One workload through a real vLLM engine in one mode: target alone, stock SD
+or MineDraft. Used by the demo and the end-to-end tests.
 
-A subprocess per engine keeps engines isolated (each LLM spawns its own
-engine-core process) and lets the tests run modes side by side.
+``python -m minedraft.sidebyside SPEC_JSON`` runs one mode and prints one
+``RESULT {...}`` line; :func:`run_mode` runs it in a subprocess, so each
+engine (which spawns its own engine-core process) is isolated.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import sys
+import time
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -50,13 +54,30 @@ def main() -> None:
     vocab = llm.get_tokenizer().vocab_size
     reqs = workload(spec["seed"], spec["num_requests"], vocab)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
+    start = time.perf_counter()
     outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in reqs], params, use_tqdm=False)
+    elapsed = time.perf_counter() - start
     metrics = {}
     for m in llm.get_metrics():
         if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
                                     or m.name == "vllm:num_preemptions"):
             metrics[m.name] = metrics.get(m.name, 0) + m.value
-    print("RESULT " + json.dumps({"tokens": [o.outputs[0].token_ids for o in outs], "metrics": metrics}))
+    tokens = [list(o.outputs[0].token_ids) for o in outs]
+    result = {"mode": spec["mode"], "tokens": tokens, "metrics": metrics,
+              "output_tokens_per_s": sum(map(len, tokens)) / elapsed, "elapsed_s": elapsed}
+    print("RESULT " + json.dumps(result))
+
+
+def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
+             env: dict | None = None, timeout: int = 600) -> dict:
+    spec = {"mode": mode, "kit": {"target": target, "draft": draft}, "k": k,
+            "num_requests": num_requests, "seed": seed}
+    proc = subprocess.run([sys.executable, "-m", "minedraft.sidebyside", json.dumps(spec)],
+                          capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"{mode} run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 if __name__ == "__main__":
