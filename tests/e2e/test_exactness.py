@@ -58,3 +58,9 @@ def test_minedraft_really_ran_parallel_steps(minedraft):
 def test_workload_forced_preemption(target_alone, minedraft):
     assert target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
     assert minedraft["metrics"].get("vllm:num_preemptions", 0) > 0
+
+
+def test_draft_lane_fault_becomes_an_engine_error(kit):
+    with pytest.raises(RuntimeError, match="draft lane failed|injected draft-lane fault"):
+        run_mode("minedraft", str(kit.target), str(kit.draft_perturbed), num_requests=8,
+                 env={"MINEDRAFT_INJECT_FAULT": "draft_lane"}, timeout=300)

@@ -1,0 +1,66 @@
+"""Lane balancing rules and the execution lanes (no model)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from minedraft.core.lanes import choose_held, is_balanced
+from minedraft.worker.draft_job import DraftJob, snapshot
+from minedraft.worker.lanes import InlineLane, ThreadLane
+
+
+def test_split_from_all_free_is_even():
+    held = choose_held([], [], [f"r{i}" for i in range(6)])
+    assert len(held) == 3
+
+
+def test_no_split_for_a_single_request():
+    assert choose_held([], [], ["r0"]) == []
+    assert not is_balanced(1, 0)
+
+
+def test_due_requests_are_never_held():
+    held = choose_held(["d0"], ["u0", "u1"], ["f0", "f1", "f2"])
+    assert set(held) <= {"f0", "f1", "f2"}
+
+
+def test_unbalanced_split_falls_back():
+    assert choose_held(["d0", "d1", "d2", "d3", "d4"], ["u0"], []) == []
+    assert not is_balanced(1, 5)
+    assert is_balanced(4, 5)
+
+
+def test_snapshot_is_isolated_from_buffer_reuse():
+    buf = torch.arange(6)
+    job = DraftJob.capture(["a", "b"], lambda x, scale: (x[:2] * scale).view(2, 1), (buf,), {"scale": 2})
+    buf.zero_()  # the runner reuses its buffers next step
+    assert job.run() == (["a", "b"], [[0], [2]])
+    assert snapshot({"k": [buf]})["k"][0] is not buf
+
+
+@pytest.mark.parametrize("lane_cls", [InlineLane, lambda: ThreadLane(lane_threads=None)])
+def test_lane_returns_result_and_reraises_failures(lane_cls):
+    lane = lane_cls()
+    lane.submit(lambda: threading.current_thread().name)
+    assert isinstance(lane.wait(), str) and not lane.busy
+    assert lane.wait() is None
+
+    def boom():
+        raise ValueError("draft failed")
+
+    lane.submit(boom)
+    with pytest.raises(ValueError, match="draft failed"):
+        lane.wait()
+    lane.submit(lambda: 7)  # still usable after a failure
+    assert lane.wait() == 7
+    lane.shutdown()
+
+
+def test_thread_lane_runs_in_inference_mode_off_the_main_thread():
+    lane = ThreadLane(lane_threads=None)
+    lane.submit(lambda: (threading.current_thread() is threading.main_thread(), torch.is_inference_mode_enabled()))
+    assert lane.wait() == (False, True)
+    lane.shutdown()
