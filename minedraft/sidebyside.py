@@ -76,8 +76,9 @@ def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int =
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
-        causes = [line for line in proc.stderr.splitlines() if "minedraft" in line and "Error" in line]
-        raise RuntimeError(f"{mode} run failed (exit {proc.returncode}): {causes[-1:] or proc.stderr[-3000:]}")
+        # vLLM logs (worker tracebacks included) go to stdout.
+        errors = [line for line in (proc.stdout + proc.stderr).splitlines() if "Error" in line]
+        raise RuntimeError(f"{mode} run failed (exit {proc.returncode}): " + " | ".join(errors[-12:]))
     return json.loads(lines[-1][len("RESULT "):])
 
 

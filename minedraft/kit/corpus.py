@@ -14,7 +14,7 @@ import sysconfig
 from functools import lru_cache
 
 # Files [0, 80) train the tokenizer; prompts are cut from all of them.
-TOKENIZER_FILES = 80
+N_TOKENIZER_DOCS = 80
 
 
 @lru_cache(maxsize=1)
@@ -33,14 +33,14 @@ def read_text(path: str) -> str:
 
 def tokenizer_corpus() -> list[str]:
     """The documents the BPE tokenizer is trained on."""
-    return [read_text(p) for p in stdlib_files()[:TOKENIZER_FILES]]
+    return [read_text(p) for p in stdlib_files()[:N_TOKENIZER_DOCS]]
 
 
 @lru_cache(maxsize=1)
 def corpus_digest() -> str:
     """Short hash of the tokenizer corpus: a changed stdlib means a new kit."""
     h = hashlib.sha256()
-    for path in stdlib_files()[:TOKENIZER_FILES]:
+    for path in stdlib_files()[:N_TOKENIZER_DOCS]:
         h.update(os.path.basename(path).encode())
         h.update(read_text(path).encode())
     return h.hexdigest()[:16]

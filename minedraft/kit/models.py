@@ -16,47 +16,40 @@
 
 from __future__ import annotations
 
-import json
+import contextlib
+import copy
 import os
 import shutil
 
 import torch
 
-from minedraft.kit.tokenizer import VOCAB_SIZE
+from minedraft.kit.specs import (
+    DISTILL,
+    EMBED_SCALE,
+    HEAD_SCALE,
+    PERTURB_SCALE,
+    PERTURB_SEED,
+    SMALL_ARCH,
+    TARGET_ARCH,
+    TARGET_SEED,
+)
+from minedraft.kit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
 
-TARGET_ARCH = {
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "intermediate_size": 768,
-    "initializer_range": 0.05,
-}
-TARGET_SEED = 0
-EMBED_SCALE = 50.0  # embedding std 2.5: the current token dominates the residual
-HEAD_SCALE = 6.0  # LM-head std 0.3: peaky next-token distributions
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' progress bars and info logs while the kit builds."""
+    from transformers.utils import logging
 
-PERTURB_SCALE = 0.5
-PERTURB_SEED = 1
-
-SMALL_ARCH = {
-    "hidden_size": 128,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "intermediate_size": 384,
-    "initializer_range": 0.05,
-}
-DISTILL = {
-    "seed": 2,
-    "prompt_seed": 1234,
-    "n_prompts": 384,
-    "prompt_tokens": 24,
-    "gen_tokens": 104,
-    "steps": 300,
-    "batch": 16,
-    "lr": 3e-3,
-}
+    bars = logging.is_progress_bar_enabled()
+    verbosity = logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def llama_config(arch: dict):
@@ -87,7 +80,8 @@ def new_model(arch: dict, seed: int):
 def load_model(model_dir: str):
     from transformers import LlamaForCausalLM
 
-    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    with quiet_transformers():
+        return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
 
 def save_model(model, out_dir: str, tokenizer_dir: str) -> None:
@@ -97,19 +91,9 @@ def save_model(model, out_dir: str, tokenizer_dir: str) -> None:
     model.save_pretrained(out_dir, safe_serialization=True)
     gen = GenerationConfig(bos_token_id=0, eos_token_id=1, pad_token_id=2)
     gen.save_pretrained(out_dir)
-    for name in sorted(os.listdir(tokenizer_dir)):
-        shutil.copy2(os.path.join(tokenizer_dir, name), os.path.join(out_dir, name))
-
-
-def model_spec(name: str) -> dict:
-    """Every setting a model's weights depend on (hashed into the cache key)."""
-    specs = {
-        "target": {"arch": TARGET_ARCH, "seed": TARGET_SEED,
-                   "embed_scale": EMBED_SCALE, "head_scale": HEAD_SCALE},
-        "draft_perturbed": {"scale": PERTURB_SCALE, "seed": PERTURB_SEED},
-        "draft_small": {"arch": SMALL_ARCH, "distill": DISTILL},
-    }
-    return specs[name]
+    if os.path.abspath(tokenizer_dir) != os.path.abspath(out_dir):
+        for name in TOKENIZER_FILES:
+            shutil.copy2(os.path.join(tokenizer_dir, name), os.path.join(out_dir, name))
 
 
 @torch.no_grad()
@@ -127,8 +111,6 @@ def perturb(target, scale: float = PERTURB_SCALE, seed: int = PERTURB_SEED):
 
     Constant tensors (the RMSNorm weights, std 0) are left alone.
     """
-    import copy
-
     draft = copy.deepcopy(target)
     gen = torch.Generator().manual_seed(seed)
     for _, param in sorted(draft.named_parameters()):
@@ -168,7 +150,7 @@ def distill_data(target, tokenizer_dir: str, cfg: dict = DISTILL) -> torch.Tenso
 
     prompts = token_windows(cfg["n_prompts"], cfg["prompt_tokens"], cfg["prompt_seed"],
                             tokenizer_dir)
-    conts = greedy_continue(target, prompts, cfg["gen_tokens"], batch=64)
+    conts = greedy_continue(target, prompts, cfg["gen_tokens"], batch=128)
     return torch.tensor([p + c for p, c in zip(prompts, conts)])
 
 

@@ -13,13 +13,13 @@ import os
 import random
 from functools import lru_cache
 
-from minedraft.kit.corpus import TOKENIZER_FILES, read_text, stdlib_files
+from minedraft.kit.corpus import N_TOKENIZER_DOCS, read_text, stdlib_files
 
 MAX_TRIES = 200
 
 
 # Held-out files prompts are cut from: plenty of text, quick to encode.
-PROMPT_FILES = slice(TOKENIZER_FILES, TOKENIZER_FILES + 30)
+PROMPT_FILES = slice(N_TOKENIZER_DOCS, N_TOKENIZER_DOCS + 30)
 
 
 @lru_cache(maxsize=4)

@@ -25,6 +25,9 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}assistant:{% endif %}"
 )
 
+# What ``save_tokenizer`` writes; copied next to every model.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
 def tokenizer_spec() -> dict:
     """Everything the trained tokenizer depends on (hashed into the cache key)."""
     return {

@@ -1,0 +1,156 @@
+"""Build the kit once, then hand out its cached paths in milliseconds.
+
+Each model directory's marker records the hash of everything its weights
+depend on (kit version, tokenizer corpus and settings, architecture, seeds,
+and the upstream target's hash), so changing any of them rebuilds exactly
+the affected models and an unchanged kit is never rebuilt. The fast path only
+reads three small JSON files: no torch import, no lock.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from minedraft import envs
+from minedraft.kit import cache
+
+KIT_VERSION = 1
+MODELS = ("target", "draft_perturbed", "draft_small")
+
+# Held-out prompts for the agreement recorded in each draft's marker.
+AGREEMENT_PROMPTS = {"n": 32, "n_tokens": 32, "seed": 7}
+AGREEMENT_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Kit:
+    """Paths of a built kit. Every model directory also holds the tokenizer."""
+
+    root: str
+    target: str
+    draft_perturbed: str
+    draft_small: str
+    tokenizer: str = field(default="")
+
+    def marker(self, name: str) -> dict:
+        """Build record of model ``name``: spec, hashes, measured agreement."""
+        return cache.read_marker(getattr(self, name)) or {}
+
+
+def kit_paths(root: str) -> Kit:
+    root = os.path.abspath(root)
+    paths = {name: os.path.join(root, name) for name in MODELS}
+    return Kit(root=root, tokenizer=paths["target"], **paths)
+
+
+def build_kit(cache_dir: str | None = None) -> Kit:
+    """Return the kit under ``cache_dir``, building whatever is missing or stale.
+
+    ``cache_dir`` defaults to ``$MINEDRAFT_KIT_DIR`` or
+    ``~/.cache/minedraft/kit-v1``. Safe to call from several processes at once.
+    """
+    kit = kit_paths(cache_dir or envs.kit_dir())
+    hashes = spec_hashes()
+    if all(cache.is_complete(getattr(kit, n), hashes[n]) for n in MODELS):
+        return kit
+    with cache.build_lock(kit.root):
+        for name in MODELS:
+            if not cache.is_complete(getattr(kit, name), hashes[name]):
+                _build_one(kit, name, hashes[name])
+    return kit
+
+
+def model_specs() -> dict[str, dict]:
+    """The full spec of each model, upstream hashes included."""
+    from minedraft.kit.specs import model_spec
+    from minedraft.kit.tokenizer import tokenizer_spec
+
+    target = {"kit_version": KIT_VERSION, "tokenizer": tokenizer_spec(),
+              "model": model_spec("target")}
+    target_hash = cache.spec_hash(target)
+    specs = {"target": target}
+    for name in MODELS[1:]:
+        specs[name] = {"kit_version": KIT_VERSION, "target": target_hash,
+                       "model": model_spec(name), "agreement": AGREEMENT_PROMPTS}
+    return specs
+
+
+def spec_hashes() -> dict[str, str]:
+    return {name: cache.spec_hash(spec) for name, spec in model_specs().items()}
+
+
+def _build_one(kit: Kit, name: str, expected_hash: str) -> None:
+    """Build ``name`` in a staging directory, mark it complete, move it in place."""
+    from minedraft.kit.models import quiet_transformers
+
+    staged = cache.staging_dir(kit.root, name)
+    start = time.monotonic()
+    with quiet_transformers():
+        extra = _BUILDERS[name](kit, staged)
+    marker = {
+        "name": name,
+        "spec_hash": expected_hash,
+        "spec": model_specs()[name],
+        "sha256": {"model.safetensors": cache.file_sha256(
+            os.path.join(staged, "model.safetensors"))},
+        "build_seconds": round(time.monotonic() - start, 1),
+        "versions": _versions(),
+        **extra,
+    }
+    cache.write_marker(staged, marker)
+    cache.publish(staged, getattr(kit, name))
+
+
+def _build_target(kit: Kit, out: str) -> dict:
+    from minedraft.kit.models import make_target, save_model
+    from minedraft.kit.tokenizer import save_tokenizer
+
+    save_tokenizer(out)
+    save_model(make_target(), out, tokenizer_dir=out)
+    return {}
+
+
+def _build_perturbed(kit: Kit, out: str) -> dict:
+    from minedraft.kit.models import load_model, perturb, save_model
+
+    target = load_model(kit.target)
+    draft = perturb(target)
+    save_model(draft, out, tokenizer_dir=kit.target)
+    return {"agreement": _agreement(kit, target, draft)}
+
+
+def _build_small(kit: Kit, out: str) -> dict:
+    from minedraft.kit.models import distill_small, load_model, save_model
+
+    target = load_model(kit.target)
+    draft = distill_small(target, kit.target)
+    save_model(draft, out, tokenizer_dir=kit.target)
+    return {"agreement": _agreement(kit, target, draft)}
+
+
+_BUILDERS = {
+    "target": _build_target,
+    "draft_perturbed": _build_perturbed,
+    "draft_small": _build_small,
+}
+
+
+def _agreement(kit: Kit, target, draft) -> float:
+    """Teacher-forced greedy agreement on held-out prompts, for the marker."""
+    from minedraft.kit.agreement import model_agreement
+    from minedraft.kit.prompts import token_windows
+
+    p = AGREEMENT_PROMPTS
+    prompts = token_windows(p["n"], p["n_tokens"], p["seed"], kit.tokenizer)
+    return round(model_agreement(target, draft, prompts, AGREEMENT_TOKENS), 4)
+
+
+def _versions() -> dict[str, str]:
+    import tokenizers
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "tokenizers": tokenizers.__version__}
