@@ -11,7 +11,8 @@ from minedraft.kit.build import MODELS
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m minedraft.kit", description=__doc__)
-    parser.add_argument("--cache-dir", help="default: $MINEDRAFT_KIT_DIR or ~/.cache/minedraft/kit-v1")
+    parser.add_argument("--cache-dir",
+                        help="default: $MINEDRAFT_KIT_DIR or ~/.cache/minedraft/kit-v1")
     parser.add_argument("--measure", action="store_true",
                         help="measure greedy agreement of both drafts on mixed prompts")
     parser.add_argument("--prompts", type=int, default=64, help="prompts for --measure")

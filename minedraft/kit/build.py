@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from minedraft import envs
 from minedraft.kit import cache
@@ -32,7 +32,7 @@ class Kit:
     target: str
     draft_perturbed: str
     draft_small: str
-    tokenizer: str = field(default="")
+    tokenizer: str
 
     def marker(self, name: str) -> dict:
         """Build record of model ``name``: spec, hashes, measured agreement."""

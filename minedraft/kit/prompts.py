@@ -22,20 +22,25 @@ MAX_TRIES = 200
 PROMPT_FILES = slice(N_TOKENIZER_DOCS, N_TOKENIZER_DOCS + 30)
 
 
+def _resolve(tokenizer_dir: str | None) -> str:
+    """The given tokenizer directory, or the cached kit's (built if needed)."""
+    if tokenizer_dir is not None:
+        return tokenizer_dir
+    from minedraft.kit import build_kit
+
+    return build_kit().tokenizer
+
+
 @lru_cache(maxsize=4)
-def _kit_tokenizer(tokenizer_dir: str | None):
+def _kit_tokenizer(tokenizer_dir: str):
     """The raw ``tokenizers`` object: same ids as the HF wrapper, less overhead."""
     from tokenizers import Tokenizer
 
-    if tokenizer_dir is None:
-        from minedraft.kit import build_kit
-
-        tokenizer_dir = build_kit().tokenizer
     return Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json"))
 
 
 @lru_cache(maxsize=4)
-def _token_stream(tokenizer_dir: str | None) -> tuple[int, ...]:
+def _token_stream(tokenizer_dir: str) -> tuple[int, ...]:
     """The held-out prompt files, encoded and concatenated."""
     tok = _kit_tokenizer(tokenizer_dir)
     texts = [read_text(p) for p in stdlib_files()[PROMPT_FILES]]
@@ -49,7 +54,7 @@ def _encode(tok, text: str) -> list[int]:
     return tok.encode(text, add_special_tokens=False).ids
 
 
-def _exact_window(rng: random.Random, tokenizer_dir: str | None, n_tokens: int) -> str:
+def _exact_window(rng: random.Random, tokenizer_dir: str, n_tokens: int) -> str:
     """Text of a random corpus window that re-encodes to exactly ``n_tokens``."""
     tok = _kit_tokenizer(tokenizer_dir)
     stream = _token_stream(tokenizer_dir)
@@ -65,6 +70,7 @@ def token_windows(
     n: int, n_tokens: int, seed: int, tokenizer_dir: str | None = None
 ) -> list[list[int]]:
     """``n`` token-id windows of one length (batched model work needs no padding)."""
+    tokenizer_dir = _resolve(tokenizer_dir)
     tok = _kit_tokenizer(tokenizer_dir)
     rng = random.Random(seed)
     return [_encode(tok, _exact_window(rng, tokenizer_dir, n_tokens)) for _ in range(n)]
@@ -107,6 +113,7 @@ def mixed_prompts(
     ``tokenizer_dir`` defaults to the cached kit's tokenizer (building it if
     needed). Same arguments, same prompts.
     """
+    tokenizer_dir = _resolve(tokenizer_dir)
     rng = random.Random(f"mixed/{seed}")
     lengths = spread_lengths(n, seed, min_tokens, max_tokens, spread)
     return [_exact_window(rng, tokenizer_dir, length) for length in lengths]
@@ -127,6 +134,7 @@ def shared_prefix_prompts(
     prefix ids followed by exactly ``suffix_tokens`` more, so prefix-cache hits
     are predictable.
     """
+    tokenizer_dir = _resolve(tokenizer_dir)
     rng = random.Random(f"shared/{seed}")
     prefixes = [_exact_window(rng, tokenizer_dir, prefix_tokens) for _ in range(n_prefixes)]
     return [
@@ -136,7 +144,7 @@ def shared_prefix_prompts(
 
 
 def _join_exactly(
-    rng: random.Random, tokenizer_dir: str | None, prefix: str, suffix_tokens: int
+    rng: random.Random, tokenizer_dir: str, prefix: str, suffix_tokens: int
 ) -> str:
     """``prefix`` + a suffix whose tokens do not merge across the junction."""
     tok = _kit_tokenizer(tokenizer_dir)

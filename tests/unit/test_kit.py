@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -85,7 +84,8 @@ def test_tokenizer_round_trips(tokenizer, text):
 
 def test_tokenizer_specials_and_chat_template(tokenizer):
     assert len(tokenizer) == VOCAB_SIZE
-    assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (0, 1, 2)
+    specials = (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert specials == (0, 1, 2)
     # Plain prompts get no BOS, so a one-token prompt is one token.
     assert tokenizer("x")["input_ids"] == tokenizer.convert_tokens_to_ids(["x"])
     chat = tokenizer.apply_chat_template(
@@ -195,11 +195,9 @@ def test_target_agrees_with_itself(kit, agreement_prompts):
 def test_draft_agreement_in_documented_band(kit, agreement_prompts, name, band):
     from minedraft.kit.agreement import greedy_agreement
 
-    start = time.monotonic()
     agreement = greedy_agreement(kit.target, getattr(kit, name), agreement_prompts, 32)
     assert band[0] <= agreement <= band[1], agreement
     assert band[0] <= kit.marker(name)["agreement"] <= band[1]
-    assert time.monotonic() - start < 60
 
 
 def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
