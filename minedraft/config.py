@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
+from minedraft import envs
+from minedraft.core.mode_policy import MODES
+
 SUPPORTED_METHODS = ("draft_model", "ngram")
+LANES = ("overlap", "serial")
 MAX_SPEC_TOKENS = 16
 
 
@@ -32,6 +36,7 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 def validate_engine_args(engine_args: Any) -> None:
     """Cheap checks on raw ``EngineArgs`` fields, before vLLM builds its config."""
+    _check_environment()
     spec = engine_args.speculative_config
     if not spec:
         raise MineDraftConfigError(
@@ -92,4 +97,15 @@ def _check_num_spec_tokens(k: Any) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPEC_TOKENS:
         raise MineDraftConfigError(
             f"num_speculative_tokens must be an integer in 1..{MAX_SPEC_TOKENS}, got {k!r}."
+        )
+
+
+def _check_environment() -> None:
+    if envs.mode() not in MODES:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_MODE={envs.mode()!r} is not one of {', '.join(MODES)}."
+        )
+    if envs.lane_mode() not in LANES:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_LANE={envs.lane_mode()!r} is not one of {', '.join(LANES)}."
         )

@@ -11,12 +11,17 @@ def kit_dir() -> str:
 
 
 def lane_mode() -> str:
-    """Where deferred drafts run: ``serial`` (default: inline at the start of
-    the next step; exact) or ``overlap`` (a second thread on CPU, a second CUDA
-    stream on GPU). ``overlap`` is experimental on CPU: with the draft forward
-    running concurrently, about 1 request in 16 diverged from the target's
-    greedy output on the kit models (see README, Limitations)."""
-    return os.environ.get("MINEDRAFT_LANE", "serial")
+    """Where deferred drafts run: ``overlap`` (default: a second thread on CPU,
+    a second CUDA stream on GPU) or ``serial`` (inline at the start of the next
+    step; for debugging and measurements)."""
+    return os.environ.get("MINEDRAFT_LANE", "overlap")
+
+
+def mode() -> str:
+    """Whether steps may run in parallel: ``auto`` (default: measure both
+    modes and keep the faster, see core/mode_policy.py), ``parallel`` (always
+    when the groups allow it) or ``stock`` (plain speculative decoding)."""
+    return os.environ.get("MINEDRAFT_MODE", "auto")
 
 
 def fault_injection() -> str | None:

@@ -22,6 +22,8 @@ tokens) is vLLM's own code, unchanged.
 
 from __future__ import annotations
 
+import time
+
 from vllm.logger import init_logger
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -29,7 +31,9 @@ from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
+from minedraft import envs
 from minedraft.core.lanes import choose_held, is_balanced
+from minedraft.core.mode_policy import ModePolicy
 from minedraft.core.output import MineDraftSchedulerOutput
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
 
@@ -46,6 +50,9 @@ class MineDraftScheduler(Scheduler):
         self._due: set[str] = set()
         self.minedraft_stats = MineDraftStats()
         self.minedraft_totals = MineDraftStats()
+        self.mode_policy = ModePolicy(envs.mode())
+        # (parallel allowed, had decode requests, start time) of the step in flight.
+        self._step_in_flight: tuple[bool, bool, float] | None = None
 
     @property
     def overlap_enabled(self) -> bool:
@@ -55,14 +62,25 @@ class MineDraftScheduler(Scheduler):
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
         if not self.overlap_enabled:
             return super().schedule(throttle_prefills)
-        self._hold_back_for_this_step()
+        started = time.perf_counter()
+        allowed = self.mode_policy.parallel_allowed()
+        self._hold_back_for_this_step(allowed)
         output = super().schedule(throttle_prefills)
-        return self._plan_lanes(output)
+        return self._plan_lanes(output, allowed, started)
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        if self._step_in_flight is not None:
+            allowed, has_decodes, started = self._step_in_flight
+            self._step_in_flight = None
+            tokens = sum(len(ids) for ids in model_runner_output.sampled_token_ids)
+            self.mode_policy.observe(allowed, has_decodes, tokens, time.perf_counter() - started)
+        return outputs
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
 
-    def _hold_back_for_this_step(self) -> None:
+    def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         decodes = self._decode_requests()
         drafting = [r for r in decodes if r.request_id in self._drafting]
         due = [r for r in decodes if r.request_id in self._due and r.request_id not in self._drafting]
@@ -73,6 +91,8 @@ class MineDraftScheduler(Scheduler):
                 [r.request_id for r in due],
                 [r.request_id for r in free],
             )
+            if parallel_allowed
+            else ()
         )
         # vLLM increments current_step at the start of schedule(); a request
         # whose eligible step is current_step + 2 is skipped by that call only.
@@ -83,7 +103,9 @@ class MineDraftScheduler(Scheduler):
             if request.request_id in held_ids:
                 request.next_decode_eligible_step = skip_until
 
-    def _plan_lanes(self, output: SchedulerOutput) -> MineDraftSchedulerOutput:
+    def _plan_lanes(
+        self, output: SchedulerOutput, parallel_allowed: bool, started: float
+    ) -> MineDraftSchedulerOutput:
         scheduled = output.num_scheduled_tokens
         running_ids = {r.request_id for r in self.running}
         draft_only = [
@@ -95,7 +117,10 @@ class MineDraftScheduler(Scheduler):
             for r in self.running
             if not r.is_prefill_chunk and r.request_id not in scheduled
         }
-        parallel = is_balanced(len(scheduled), len(next_due))
+        parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
+        # Steps that verify or draft nothing tell the mode policy nothing.
+        has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
+        self._step_in_flight = (parallel_allowed, has_decodes, started)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
         self._drafting = (
@@ -105,7 +130,7 @@ class MineDraftScheduler(Scheduler):
         )
         self._due = next_due
         for stats in (self.minedraft_stats, self.minedraft_totals):
-            stats.observe_step(len(scheduled), len(draft_only), parallel)
+            stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed)
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
 
     # ------------------------------------------------------------------ drafts

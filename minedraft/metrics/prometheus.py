@@ -24,6 +24,7 @@ _COUNTERS = {
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",
     "draft_group_size": "Requests on the draft lane in the last step.",
+    "parallel_mode_allowed": "1 if the mode policy allows parallel steps now (MINEDRAFT_MODE).",
 }
 
 

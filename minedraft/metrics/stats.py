@@ -18,8 +18,11 @@ class MineDraftStats:
     draft_only_requests: int = 0  # sum over steps of requests on the draft lane
     verify_group_size: int = 0  # last step's verify group
     draft_group_size: int = 0  # last step's draft-only group
+    parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
 
-    def observe_step(self, num_verified: int, num_draft_only: int, parallel: bool) -> None:
+    def observe_step(
+        self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool
+    ) -> None:
         if parallel:
             self.parallel_steps += 1
         else:
@@ -28,6 +31,7 @@ class MineDraftStats:
         self.draft_only_requests += num_draft_only
         self.verify_group_size = num_verified
         self.draft_group_size = num_draft_only
+        self.parallel_mode_allowed = int(allowed)
 
     def to_payload(self) -> dict[str, int]:
         return asdict(self)

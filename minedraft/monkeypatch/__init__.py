@@ -71,6 +71,18 @@ LEDGER: dict[str, LedgerEntry] = {
         upstream="0002-thread-local-forward-context.patch",
         removal="When vLLM keeps the forward context in a ContextVar/thread-local.",
     ),
+    "cpu_kernel_lock": LedgerEntry(
+        what="vllm._custom_ops: onednn_mm, onednn_scaled_mm, cpu_attn_get_scheduler_metadata, "
+        "cpu_attention_with_kv_cache, cpu_gemm_wna16, cpu_fused_moe, cpu_fused_moe_int8",
+        why="These CPU kernels share one process-wide static scratchpad and oneDNN stream: "
+        "run from two threads at once they corrupt each other (measured: wrong tokens, "
+        "a dead engine).",
+        how="Each wrapper takes one process-wide lock; the rest of both forwards still "
+        "overlaps. Applied by MineDraft's worker only with the CPU thread lane on an "
+        "eager model.",
+        upstream="0005-cpu-scratchpad-per-thread.patch",
+        removal="When vLLM's CPU scratchpad and oneDNN stream are thread_local.",
+    ),
 }
 
 _lock = threading.Lock()
@@ -98,6 +110,10 @@ def apply_plugin_patches() -> None:
 
 def apply_worker_patches() -> None:
     _apply("forward_context")
+
+
+def apply_cpu_overlap_patches() -> None:
+    _apply("cpu_kernel_lock")
 
 
 @contextlib.contextmanager

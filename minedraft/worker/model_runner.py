@@ -19,11 +19,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from vllm.config import CompilationMode
 from vllm.logger import init_logger
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
+from minedraft.monkeypatch import apply_cpu_overlap_patches
 from minedraft.worker.draft_job import DraftJob, placeholder_drafts
 from minedraft.worker.lanes import Lane, make_lane
 
@@ -37,11 +39,25 @@ class DraftLaneError(RuntimeError):
 class MineDraftCPUModelRunner(CPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.draft_lane: Lane = make_lane(envs.lane_mode(), self.device)
+        self.draft_lane: Lane = make_lane(self._lane_kind(), self.device)
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
         logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
+
+    def _lane_kind(self) -> str:
+        kind = envs.lane_mode()
+        if kind != "overlap" or self.device.type != "cpu":
+            return kind
+        if self.compilation_config.mode != CompilationMode.NONE:
+            # A compiled graph calls the CPU kernels past the lock below.
+            logger.warning(
+                "MineDraft: the CPU overlap lane needs an eager model (--enforce-eager); "
+                "drafting serially instead."
+            )
+            return "serial"
+        apply_cpu_overlap_patches()
+        return kind
 
     # -------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):

@@ -64,3 +64,24 @@ def test_thread_lane_runs_in_inference_mode_off_the_main_thread():
     lane.submit(lambda: (threading.current_thread() is threading.main_thread(), torch.is_inference_mode_enabled()))
     assert lane.wait() == (False, True)
     lane.shutdown()
+
+
+def test_cpu_kernel_lock_serialises_shared_scratchpad_kernels(monkeypatch):
+    import vllm._custom_ops as ops
+
+    from minedraft.monkeypatch import patch_cpu_kernel_lock as lock_patch
+
+    seen = []
+    for name in lock_patch.SHARED_SCRATCHPAD_KERNELS:
+        monkeypatch.setattr(ops, name, lambda *a, _n=name, **k: seen.append((_n, lock_patch.KERNEL_LOCK.locked())))
+    patches = lock_patch.make_patches()
+    for p in patches:
+        p.apply()
+    try:
+        for name in lock_patch.SHARED_SCRATCHPAD_KERNELS:
+            getattr(ops, name)()
+    finally:
+        for p in patches:
+            p.undo()
+    assert seen == [(name, True) for name in lock_patch.SHARED_SCRATCHPAD_KERNELS]
+    assert not lock_patch.KERNEL_LOCK.locked()
