@@ -37,3 +37,8 @@ def lane_threads() -> int | None:
     """
     value = os.environ.get("MINEDRAFT_LANE_THREADS")
     return int(value) if value else None
+
+
+def step_profile_path() -> str | None:
+    """Measurements: append per-step lane timings to this JSON-lines file."""
+    return os.environ.get("MINEDRAFT_STEP_PROFILE") or None

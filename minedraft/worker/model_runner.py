@@ -28,6 +28,7 @@ from minedraft import envs
 from minedraft.monkeypatch import apply_cpu_overlap_patches
 from minedraft.worker.draft_job import DraftJob, placeholder_drafts
 from minedraft.worker.lanes import Lane, make_lane
+from minedraft.worker.step_profile import StepProfiler
 
 logger = init_logger(__name__)
 
@@ -43,6 +44,8 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
+        profile_path = envs.step_profile_path()
+        self.step_profiler = StepProfiler(profile_path) if profile_path else None
         logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
 
     def _lane_kind(self) -> str:
@@ -62,6 +65,12 @@ class MineDraftCPUModelRunner(CPUModelRunner):
     # -------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         self._defer_this_step = bool(getattr(scheduler_output, "defer_drafts", False))
+        if self.step_profiler is not None:
+            self.step_profiler.begin(
+                len(scheduler_output.num_scheduled_tokens),
+                len(getattr(scheduler_output, "draft_only_req_ids", ())),
+                self._defer_this_step,
+            )
         self._submit_deferred_job()
         return super().execute_model(scheduler_output, intermediate_tensors)
 
@@ -70,9 +79,13 @@ class MineDraftCPUModelRunner(CPUModelRunner):
             return super().sample_tokens(grammar_output)
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
+        if self.step_profiler is not None:
+            self.step_profiler.main_lane_done()
         self._collect_lane()
         lane, self._lane_drafts = self._lane_drafts, None
         inline = None if self._defer_this_step else super().take_draft_token_ids()
+        if self.step_profiler is not None:
+            self.step_profiler.end()
         return _merge(lane, inline)
 
     # -------------------------------------------------------------- lane
@@ -85,7 +98,8 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         if job is not None:
             if envs.fault_injection() == "draft_lane":
                 job = DraftJob(job.req_ids, _raise_injected_fault, (), {})
-            self.draft_lane.submit(job.run)
+            run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
+            self.draft_lane.submit(run)
 
     def _collect_lane(self) -> None:
         """Join the lane; keep its drafts for ``take_draft_token_ids``."""

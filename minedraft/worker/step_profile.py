@@ -1,0 +1,60 @@
+"""Per-step timing of the two lanes, written as JSON lines (measurements only).
+
+Enabled by ``MINEDRAFT_STEP_PROFILE=PATH`` in the worker process. One line per
+step that had work on either lane:
+
+* ``main_s``: the main lane's work (target forward, rejection sampling,
+  bookkeeping, inline drafting in fallback steps) until it joins the lane;
+* ``draft_s``: the deferred draft job's own duration on the draft lane;
+* ``step_s``: ``execute_model`` start to drafts returned (lane joined);
+* ``num_verified`` / ``num_draft_only``: requests on each lane.
+
+With the serial lane the job runs before the main lane's work, so
+``main_s - draft_s`` is T_verify alone and ``draft_s`` is T_draft alone; with
+the overlap lane ``step_s`` is the overlapped step.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class StepProfiler:
+    def __init__(self, path: str):
+        self._file = open(path, "a", buffering=1)  # noqa: SIM115 - closed in close()
+        self._row: dict[str, Any] = {}
+
+    def begin(self, num_verified: int, num_draft_only: int, parallel: bool) -> None:
+        self._row = {"start": time.perf_counter(), "num_verified": num_verified,
+                     "num_draft_only": num_draft_only, "parallel": parallel, "draft_s": 0.0}
+
+    def timed(self, job: Callable[[], Any]) -> Callable[[], Any]:
+        """``job`` that records its own duration (it runs on the draft lane)."""
+        row = self._row
+
+        def run():
+            started = time.perf_counter()
+            try:
+                return job()
+            finally:
+                row["draft_s"] = time.perf_counter() - started
+
+        return run
+
+    def main_lane_done(self) -> None:
+        if self._row and "main_s" not in self._row:
+            self._row["main_s"] = time.perf_counter() - self._row["start"]
+
+    def end(self) -> None:
+        row, self._row = self._row, {}
+        if not row:
+            return
+        row["step_s"] = time.perf_counter() - row.pop("start")
+        row.setdefault("main_s", row["step_s"])
+        self._file.write(json.dumps(row) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
