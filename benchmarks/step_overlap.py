@@ -114,9 +114,13 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu" / "step_overlap.json"))
+    parser.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
+        return
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".png"))
         return
     from minedraft.kit import build_kit
 
@@ -141,7 +145,34 @@ def main() -> None:
                                       "vs_stock_sd": round(rates[mode][2 * n] / rates["stock_sd"][n], 3)})
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
+    plot(result, Path(args.out).with_suffix(".png"))
     print_tables(result)
+
+
+def plot(result: dict, path: Path) -> None:
+    """tok/s vs stock SD's batch size, one panel per k; paper rows dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = sorted({r["k"] for r in result["e2e"]})
+    fig, axes = plt.subplots(1, len(ks), figsize=(4.2 * len(ks), 3.6), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], ks):
+        for (mode, comparison), style in {("target", "equal_concurrency"): "k-", ("stock_sd", "equal_concurrency"): "b-",
+                                          ("minedraft_overlap", "equal_concurrency"): "r-",
+                                          ("minedraft_serial", "equal_concurrency"): "y-",
+                                          ("minedraft_overlap", "paper"): "r--"}.items():
+            rows = sorted((r["batch_size"], r["output_tokens_per_s"]) for r in result["e2e"]
+                          if r["k"] == k and r["mode"] == mode and r["comparison"] == comparison)
+            ax.plot(*zip(*rows), style, marker="o", label=f"{mode} ({comparison})")
+        ax.set_title(f"k={k}")
+        ax.set_xlabel("stock SD batch N (paper: MineDraft runs 2N)")
+    axes[0][0].set_ylabel("output tokens/s")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(result["device"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def print_tables(result: dict) -> None:

@@ -85,3 +85,28 @@ def test_cpu_kernel_lock_serialises_shared_scratchpad_kernels(monkeypatch):
             p.undo()
     assert seen == [(name, True) for name in lock_patch.SHARED_SCRATCHPAD_KERNELS]
     assert not lock_patch.KERNEL_LOCK.locked()
+
+
+def test_step_profiler_times_the_lane_job_and_the_step(tmp_path):
+    import json
+
+    from minedraft.worker.lanes import ThreadLane
+    from minedraft.worker.step_profile import StepProfiler
+
+    path = tmp_path / "steps.jsonl"
+    profiler = StepProfiler(str(path))
+    lane = ThreadLane(lane_threads=None)
+    try:
+        release = threading.Event()
+        profiler.begin(num_verified=3, num_draft_only=2, parallel=True)
+        lane.submit(profiler.timed(lambda: release.wait(5) and "drafts"))
+        profiler.main_lane_done()
+        release.set()
+        assert lane.wait() == "drafts"
+        profiler.end()
+    finally:
+        lane.shutdown()
+        profiler.close()
+    (row,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert row["num_verified"] == 3 and row["num_draft_only"] == 2 and row["parallel"]
+    assert 0 <= row["main_s"] <= row["step_s"] and 0 < row["draft_s"] <= row["step_s"]
