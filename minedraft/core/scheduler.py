@@ -9,6 +9,8 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   no tokens, no token budget, no ``allocate_slots``); afterwards the step is
   classified as parallel or fallback and the lane plan is attached to the
   output (``MineDraftSchedulerOutput``).
+* ``update_from_output``: the step's duration and output tokens go to the
+  mode policy (``auto`` measures parallel steps against plain SD).
 * ``update_draft_token_ids``: drafts arriving for requests that were
   preempted while on the draft lane are dropped.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
@@ -41,6 +43,9 @@ logger = init_logger(__name__)
 
 
 class MineDraftScheduler(Scheduler):
+    # (parallel allowed, had decode requests, start time) of the step in flight.
+    _step_in_flight: tuple[bool, bool, float] | None = None
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # Request ids whose drafting was deferred in the last step: the draft
@@ -51,8 +56,6 @@ class MineDraftScheduler(Scheduler):
         self.minedraft_stats = MineDraftStats()
         self.minedraft_totals = MineDraftStats()
         self.mode_policy = ModePolicy(envs.mode())
-        # (parallel allowed, had decode requests, start time) of the step in flight.
-        self._step_in_flight: tuple[bool, bool, float] | None = None
 
     @property
     def overlap_enabled(self) -> bool:
