@@ -1,0 +1,86 @@
+"""Unusual and invalid requests through one engine; prints ``RESULT {json}``.
+
+``python tests/e2e/request_cases.py MODE`` with MODE ``stock_sd`` or
+``minedraft``. Each case records either the outputs or the error vLLM raised
+(type and message), then a plain greedy request checks the engine still works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+MAX_MODEL_LEN = 512
+
+
+def cases(vocab: int):
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    prompt = {"prompt_token_ids": [(11 * i) % (vocab - 3) + 3 for i in range(40)]}
+    greedy = dict(temperature=0, max_tokens=24, ignore_eos=True)
+    return {
+        "prompt_over_max_model_len": lambda: ([{"prompt_token_ids": [5] * (MAX_MODEL_LEN + 10)}],
+                                              SamplingParams(**greedy)),
+        "max_tokens_0": lambda: ([prompt], SamplingParams(temperature=0, max_tokens=0)),
+        "negative_temperature": lambda: ([prompt], SamplingParams(temperature=-1.0, max_tokens=8)),
+        "top_p_zero": lambda: ([prompt], SamplingParams(top_p=0.0, max_tokens=8)),
+        "logprobs": lambda: ([prompt] * 3, SamplingParams(**greedy, logprobs=3)),
+        "prompt_logprobs": lambda: ([prompt] * 3, SamplingParams(**greedy, prompt_logprobs=2)),
+        "structured_regex": lambda: ([prompt] * 4, SamplingParams(
+            temperature=0, max_tokens=24, structured_outputs=StructuredOutputsParams(regex="[a-z ]{4,20}"))),
+        "structured_choice": lambda: ([prompt] * 4, SamplingParams(
+            temperature=0, max_tokens=12, structured_outputs=StructuredOutputsParams(choice=["yes", "no", "maybe"]))),
+    }
+
+
+def summarize(outs) -> list[dict]:
+    rows = []
+    for o in outs:
+        c = o.outputs[0]
+        rows.append({
+            "token_ids": list(c.token_ids),
+            "text": c.text,
+            "finish_reason": c.finish_reason,
+            # Top-1 ids of each logprobs entry; values differ in the last bits
+            # between batch layouts, the ranking of clear winners does not.
+            "logprob_tokens": None if c.logprobs is None else [sorted(d, key=lambda t: -d[t].logprob)[0]
+                                                                for d in c.logprobs],
+            "num_prompt_logprobs": None if o.prompt_logprobs is None else len(o.prompt_logprobs),
+        })
+    return rows
+
+
+def main() -> None:
+    from vllm import LLM, SamplingParams
+
+    mode = sys.argv[1]
+    target, draft = sys.argv[2], sys.argv[3]
+    kw = dict(model=target, dtype="float32", enforce_eager=True, max_model_len=MAX_MODEL_LEN, seed=0,
+              disable_log_stats=False,
+              block_size=32, speculative_config={"method": "draft_model", "model": draft,
+                                                 "num_speculative_tokens": 3})
+    if mode == "minedraft":
+        kw["scheduler_cls"] = "minedraft"
+    llm = LLM(**kw)
+    vocab = llm.get_tokenizer().vocab_size
+    results = {}
+    for name, make in cases(vocab).items():
+        try:
+            prompts, params = make()
+            results[name] = {"outputs": summarize(llm.generate(prompts, params, use_tqdm=False))}
+        except Exception as e:  # the behaviour under test
+            results[name] = {"error": type(e).__name__, "message": str(e).splitlines()[0][:300]}
+    after = llm.generate([{"prompt_token_ids": [7] * 30}] * 6, SamplingParams(temperature=0, max_tokens=20,
+                                                                             ignore_eos=True), use_tqdm=False)
+    results["engine_still_serves"] = {"outputs": summarize(after)}
+    metrics = {m.name: m.value for m in llm.get_metrics() if m.name.startswith("minedraft:") and hasattr(m, "value")}
+    print("RESULT " + json.dumps({"results": results, "metrics": metrics}))
+
+
+if __name__ == "__main__":
+    main()
