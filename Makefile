@@ -8,7 +8,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-unit test-e2e bench kit clean
+.PHONY: setup demo test test-unit test-e2e bench bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -29,8 +29,9 @@ kit: setup
 demo: setup
 	$(PY) -m minedraft.demo
 
+# Benchmarks run once here (--benchmark-disable) so they keep working.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable tests
+	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable tests benchmarks
 
 test-unit: setup
 	$(PY) -m pytest -q tests/unit
@@ -38,8 +39,21 @@ test-unit: setup
 test-e2e: setup
 	$(PY) -m pytest -q tests/e2e
 
+BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
+	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
+
+# Per-step lane timings and e2e ratios (writes benchmarks/results/cpu/), then the suites.
 bench: setup
-	@echo "make bench: the benchmark suites arrive with issue #5 (benchmarks); see benchmarks/README.md."
+	$(PY) benchmarks/step_overlap.py
+	$(BENCH)
+
+# Fails when a suite's median is more than 30 % slower than the committed baseline
+# (2-core shared machines are noisy; smaller regressions are not detectable here).
+bench-check: setup
+	$(BENCH) --benchmark-compare --benchmark-compare-fail=median:30%
+
+bench-baseline: setup
+	$(BENCH) --benchmark-save=baseline
 
 clean:
 	rm -rf $(VENV) *.egg-info
