@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 
-from vllm.logger import init_logger
+from minedraft.log import get_logger
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.metrics.stats import SchedulerStats
@@ -39,7 +39,7 @@ from minedraft.core.mode_policy import ModePolicy
 from minedraft.core.output import MineDraftSchedulerOutput
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
 
-logger = init_logger(__name__)
+logger = get_logger(__name__)
 
 
 class MineDraftScheduler(Scheduler):

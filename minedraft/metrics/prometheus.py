@@ -9,11 +9,11 @@ patched ``get_metrics_snapshot``, in ``LLM.get_metrics()``).
 from __future__ import annotations
 
 import prometheus_client
-from vllm.logger import init_logger
+from minedraft.log import get_logger
 
 from minedraft.metrics.stats import MineDraftStats
 
-logger = init_logger(__name__)
+logger = get_logger(__name__)
 
 _COUNTERS = {
     "parallel_steps": "Engine steps whose drafting overlapped the next verification.",

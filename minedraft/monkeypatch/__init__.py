@@ -90,7 +90,7 @@ _applied: dict[str, list[Patch]] = {}
 
 
 def _apply(name: str) -> None:
-    from vllm.logger import init_logger
+    from minedraft.log import get_logger
 
     with _lock:
         if name in _applied:
@@ -100,7 +100,7 @@ def _apply(name: str) -> None:
         for patch in patches:
             patch.apply()
         _applied[name] = patches
-    init_logger(__name__).debug("minedraft: applied patch %s", name)
+    get_logger(__name__).debug("minedraft: applied patch %s", name)
 
 
 def apply_plugin_patches() -> None:

@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Iterator
 
 from vllm.config import CompilationMode
-from vllm.logger import init_logger
+from minedraft.log import get_logger
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
@@ -30,7 +30,7 @@ from minedraft.worker.draft_job import DraftJob, placeholder_drafts
 from minedraft.worker.lanes import Lane, make_lane
 from minedraft.worker.step_profile import StepProfiler
 
-logger = init_logger(__name__)
+logger = get_logger(__name__)
 
 
 class DraftLaneError(RuntimeError):
