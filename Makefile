@@ -8,7 +8,7 @@ export VLLM_CPU_KVCACHE_SPACE ?= 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup demo test test-unit test-e2e bench bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak bench bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,10 @@ test-unit: setup
 
 test-e2e: setup
 	$(PY) -m pytest -q tests/e2e
+
+# 2,000 requests through `minedraft serve` with aborts and disconnects (~4 min; also in `make test`).
+soak: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/soak
 
 BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
