@@ -1,0 +1,378 @@
+"""Latency profiles: how long each lane's work takes, as a function of the batch.
+
+A :class:`LatencyProfile` answers four questions in milliseconds:
+
+* target forward for ``n`` requests of ``t`` tokens each (``t = 1`` plain decode,
+  ``t = 1 + k`` verification):
+  ``fixed + max(host, per_request·n + max(floor, per_token·n·t))``
+  (:class:`ForwardCost`). On a CPU ``host = floor = 0`` and the cost is affine,
+  ``a + b·n + c·n·t``. On a GPU ``floor`` is the time to stream the weights (small
+  batches are bandwidth-bound, large ones compute-bound), ``per_request`` the KV
+  reads, and ``host`` the time the host needs to launch the forward in eager mode
+  (it binds when the GPU work is shorter: small drafters);
+* drafting ``k`` tokens for ``n`` requests: ``propose_fixed + propose_per_request·n
+  + k · draft_forward(n, 1)`` (vLLM's draft_model proposer runs ``k`` sequential
+  forwards);
+* the engine's own cost per step, outside the forwards (scheduler, output
+  processing, IPC): ``step_overhead + step_overhead_per_request·n``;
+* how much two lanes on the same hardware slow each other: an overlapped step
+  takes ``max(Tv, Td) + i·min(Tv, Td)``. ``i = 0``: separate hardware, ideal
+  overlap; ``i = 1``: no gain, as serial; ``i > 1``: worse than serial (measured
+  on the 2-core CPU at k = 5: lock convoys, GIL, oversubscribed cores).
+
+Two sources: :meth:`LatencyProfile.from_step_overlap_json` fits the CPU lanes to
+``benchmarks/results/cpu/step_overlap.json``; :meth:`LatencyProfile.from_published`
+builds a GPU profile from datasheet and model-card figures plus stated
+assumptions (no GPU was available to this work: every GPU number is a model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+# Where the CPU measurements live in a source checkout.
+CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cpu" / "step_overlap.json"
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """One forward pass: ``fixed + max(host, device(n, t))`` ms, where
+    ``device(n, t) = per_request·n + max(floor, per_token·n·t)``."""
+
+    fixed_ms: float
+    per_request_ms: float
+    per_token_ms: float
+    floor_ms: float = 0.0
+    host_ms: float = 0.0
+
+    def device_ms(self, n: float, tokens_per_request: float) -> float:
+        """The batch-dependent work (on a GPU: the device's busy time)."""
+        return self.per_request_ms * n + max(self.floor_ms, self.per_token_ms * n * tokens_per_request)
+
+    def time_ms(self, n: float, tokens_per_request: float) -> float:
+        if n <= 0:
+            return 0.0
+        return self.fixed_ms + max(self.host_ms, self.device_ms(n, tokens_per_request))
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """Lane and engine costs of one target/draft pair on one machine (milliseconds)."""
+
+    name: str
+    target: ForwardCost
+    # What a verification step costs beyond the target forward: rejection
+    # sampling, draft bookkeeping, spec-decode metadata (plain decode skips it).
+    verify_fixed_ms: float
+    draft: ForwardCost
+    propose_fixed_ms: float
+    propose_per_request_ms: float
+    step_overhead_ms: float
+    step_overhead_per_request_ms: float
+    interference: float
+    target_devices: int = 1
+    # 1 when MineDraft's drafter has a device of its own (counted for MineDraft only).
+    draft_devices: int = 0
+    # Most requests whose KV cache fits, per mode (absent: no limit modelled).
+    max_running: Mapping[str, int] = field(default_factory=dict)
+    notes: str = ""
+
+    # --- lane times ---------------------------------------------------------------
+
+    def t_target(self, n: float, tokens_per_request: float = 1) -> float:
+        """Plain target forward (no speculative decoding)."""
+        return self.target.time_ms(n, tokens_per_request)
+
+    def t_verify(self, n: float, k: int) -> float:
+        """Target verifies ``n`` requests with ``k`` drafts each (1 + k tokens)."""
+        return self.target.time_ms(n, 1 + k) + self.verify_fixed_ms if n > 0 else 0.0
+
+    def t_draft(self, n: float, k: int) -> float:
+        """Drafter proposes ``k`` tokens for ``n`` requests (``k`` forwards)."""
+        if n <= 0:
+            return 0.0
+        return self.propose_fixed_ms + self.propose_per_request_ms * n + k * self.draft.time_ms(n, 1)
+
+    def t_overlap(self, t_verify: float, t_draft: float) -> float:
+        """Both lanes at once: ``max + i·min``."""
+        return max(t_verify, t_draft) + self.interference * min(t_verify, t_draft)
+
+    def t_overhead(self, n: float) -> float:
+        """Engine work per step outside the forwards."""
+        return self.step_overhead_ms + self.step_overhead_per_request_ms * n
+
+    def t_prefill(self, n: float, prompt_tokens: int, k: int | None) -> float:
+        """One step prefilling ``n`` prompts; ``k`` None: no speculative decoding."""
+        t = self.target.time_ms(n, prompt_tokens) + self.t_overhead(n)
+        if k is None:
+            return t
+        # The drafter catches up on the prompt in its first forward, then drafts.
+        draft = (self.propose_fixed_ms + self.propose_per_request_ms * n + self.draft.time_ms(n, prompt_tokens)
+                 + (k - 1) * self.draft.time_ms(n, 1))
+        return t + self.verify_fixed_ms + draft
+
+    def devices(self, mode: str) -> int:
+        return self.target_devices + (self.draft_devices if mode == "minedraft" else 0)
+
+    def with_interference(self, interference: float) -> LatencyProfile:
+        return dataclasses.replace(self, interference=interference)
+
+    # --- constructors -----------------------------------------------------------
+
+    @classmethod
+    def from_step_overlap_json(cls, path: str | Path = CPU_STEP_OVERLAP_JSON, k: int | None = None, *,
+                               alpha: float | None = None) -> LatencyProfile:
+        """Calibrate on ``benchmarks/step_overlap.py``'s output.
+
+        * Lane costs, by least squares over the per-step medians of all k
+          (``steps``): verification ``a + b·n + c·n·(1+k)`` from
+          ``t_verify_alone_ms``; drafting ``e + f·n + k·(g + h·n)`` from
+          ``t_draft_alone_ms``.
+        * Interference ``i``, by least squares of ``T_overlap - max = i·min`` on
+          the rows of ``k`` (all rows when ``k`` is None): on the 2-core CPU it
+          grows with k (about 0.8 at k = 1, 1.0 at k = 3, 1.4 at k = 5), so a
+          profile is calibrated for one k.
+        * Engine overhead per step (``c0 + c1·n``) and the plain-decode share of
+          the target's fixed cost: the step table is timed inside the worker
+          and never sees them, so they are fitted on the file's end-to-end
+          rows of the target alone and of stock SD (equal concurrency), with
+          acceptance ``alpha`` (default: derived from the kit's measured mean
+          acceptance length, see :data:`~minedraft.simulator.model.KIT_TAU`).
+          MineDraft's rows are never fitted: checking them is out of sample.
+        """
+        data = json.loads(Path(path).read_text())
+        steps = {int(kk): rows for kk, rows in data["steps"].items()}
+        lanes = fit_lanes(steps)
+        if k is not None and k not in steps:
+            raise ValueError(f"no step rows for k={k} in {path} (has k={sorted(steps)})")
+        chosen = steps[k] if k is not None else [r for rows in steps.values() for r in rows]
+        profile = cls(
+            name=f"cpu (fitted: {Path(path).name}" + (f", k={k})" if k is not None else ")"),
+            target=ForwardCost(lanes["verify_fixed"], lanes["verify_per_request"], lanes["verify_per_token"]),
+            verify_fixed_ms=0.0,
+            # The kit's perturbed draft has the target's shape: same cost per prompt token.
+            draft=ForwardCost(lanes["draft_step_fixed"],
+                              max(lanes["draft_step_per_request"] - lanes["verify_per_token"], 0.0),
+                              min(lanes["verify_per_token"], lanes["draft_step_per_request"])),
+            propose_fixed_ms=lanes["propose_fixed"],
+            propose_per_request_ms=lanes["propose_per_request"],
+            step_overhead_ms=0.0,
+            step_overhead_per_request_ms=0.0,
+            interference=fit_interference(chosen),
+            notes=data.get("device", ""),
+        )
+        if data.get("e2e"):
+            from minedraft.simulator.model import KIT_ALPHA, Workload, fit_engine_overhead
+
+            workload = Workload(int(data["prompt_tokens"]), int(data["output_tokens"]))
+            profile = fit_engine_overhead(profile, data["e2e"], KIT_ALPHA if alpha is None else alpha, workload)
+        return profile
+
+    @classmethod
+    def from_published(cls, *, target: ModelShape | None = None, draft: ModelShape | None = None,
+                       accelerator: Accelerator | None = None, target_devices: int = 1,
+                       draft_on_own_device: bool = False, interference: float | None = None,
+                       target_bytes_per_param: int = 2) -> LatencyProfile:
+        """A GPU profile from published figures and the assumptions below.
+
+        Defaults: the paper's headline pair, Qwen3-32B verified by Qwen3-1.7B's
+        drafts, BF16, on H100 SXM. ``target_devices`` is the target's tensor
+        parallelism (the paper: 4). ``target_bytes_per_param`` 1 models an FP8
+        target (weights read at 1 byte, GEMMs at the FP8 peak; the drafter stays
+        BF16). ``draft_on_own_device`` puts the drafter on
+        one more GPU (the paper's layout; ``i = 0``); otherwise it shares the
+        target's GPU and ``i`` is the drafter's GPU-busy share of its forward
+        (see :data:`SAME_GPU_NOTE`). Stock SD uses the same drafter costs: the
+        paper's baseline ran the drafter on the target's GPUs, and in eager mode
+        a 1.7B drafter is host-bound at about the same time either way. Every
+        constant used is a module constant with its source.
+        """
+        target = target or QWEN3_32B
+        draft = draft or QWEN3_1_7B
+        gpu = accelerator or H100_SXM
+        if target_bytes_per_param not in (1, 2):
+            raise ValueError("target_bytes_per_param: 2 (BF16) or 1 (FP8)")
+        bw = gpu.bandwidth_tb_s * BANDWIDTH_EFFICIENCY * 1e9  # bytes per ms
+
+        def forward(shape: ModelShape, tp: int, bytes_per_param: int) -> ForwardCost:
+            flops = (gpu.fp8_tflops if bytes_per_param == 1 else gpu.bf16_tflops) * COMPUTE_EFFICIENCY * 1e9
+            weights_ms = shape.read_params_b * 1e9 * bytes_per_param / tp / bw
+            allreduce_ms = 2 * shape.layers * TP_ALLREDUCE_MS if tp > 1 else 0.0
+            return ForwardCost(
+                fixed_ms=SAMPLING_MS,
+                per_request_ms=MEAN_CONTEXT_TOKENS * shape.kv_bytes_per_token / tp / bw,
+                per_token_ms=2 * shape.read_params_b * 1e9 / tp / flops,
+                floor_ms=weights_ms + allreduce_ms,
+                # Eager mode: the host launches kernels while the GPU runs them, so a
+                # forward takes at least the host's time (it binds for small drafters).
+                host_ms=shape.layers * EAGER_HOST_MS_PER_LAYER,
+            )
+
+        target_cost = forward(target, target_devices, target_bytes_per_param)
+        draft_cost = forward(draft, 1 if draft_on_own_device else target_devices, 2)
+        if interference is None:
+            if draft_on_own_device:
+                interference = 0.0
+            else:
+                n = SAME_GPU_REFERENCE_BATCH
+                interference = min(1.0, draft_cost.device_ms(n, 1) / draft_cost.time_ms(n, 1))
+        dtype = "FP8" if target_bytes_per_param == 1 else "BF16"
+        place = " + drafter on its own GPU" if draft_on_own_device else ", drafter on the same GPU(s)"
+        layout = f"{dtype} target TP={target_devices}{place}"
+        return cls(
+            name=f"{gpu.name}: {target.name} <- {draft.name}, {layout}",
+            target=target_cost,
+            verify_fixed_ms=VERIFY_FIXED_MS,
+            draft=draft_cost,
+            propose_fixed_ms=PROPOSE_FIXED_MS,
+            propose_per_request_ms=0.0,
+            step_overhead_ms=STEP_OVERHEAD_MS,
+            step_overhead_per_request_ms=STEP_OVERHEAD_PER_REQUEST_MS,
+            interference=interference,
+            target_devices=target_devices,
+            draft_devices=1 if draft_on_own_device else 0,
+            max_running=kv_capacity(target, draft, gpu, target_devices, draft_on_own_device,
+                                    target_bytes_per_param),
+            notes="published figures + assumptions (minedraft/simulator/profile.py); not measured",
+        )
+
+
+# --- fitting ----------------------------------------------------------------------------
+
+
+def _lstsq(rows: Sequence[Sequence[float]], y: Sequence[float]) -> np.ndarray:
+    return np.linalg.lstsq(np.asarray(rows, dtype=float), np.asarray(y, dtype=float), rcond=None)[0]
+
+
+def fit_lanes(steps: Mapping[int, Sequence[Mapping]]) -> dict[str, float]:
+    """Least-squares lane costs from per-step rows (``step_overlap.json``'s ``steps``)."""
+    rows = [(k, r) for k, rs in steps.items() for r in rs]
+    if len({(r["verify_group"], k) for k, r in rows}) < 4 or len(steps) < 2:
+        raise ValueError("need step rows for at least two k and four (k, group) pairs to separate the costs")
+    a, b, c = _lstsq([[1, r["verify_group"], r["verify_group"] * (1 + k)] for k, r in rows],
+                     [r["t_verify_alone_ms"] for k, r in rows])
+    e, f, g, h = _lstsq([[1, r["draft_group"], k, k * r["draft_group"]] for k, r in rows],
+                        [r["t_draft_alone_ms"] for k, r in rows])
+    values = {"verify_fixed": a, "verify_per_request": b, "verify_per_token": c, "propose_fixed": e,
+              "propose_per_request": f, "draft_step_fixed": g, "draft_step_per_request": h}
+    return {name: float(v) for name, v in values.items()}
+
+
+def fit_interference(rows: Sequence[Mapping]) -> float:
+    """``i`` minimising ``Σ (T_overlap - max - i·min)²`` over the step rows (never below 0)."""
+    x = np.array([min(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
+    y = np.array([r["t_step_overlap_ms"] - max(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
+    return max(0.0, float(x @ y / (x @ x)))
+
+
+# --- published figures and assumptions (GPU) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    memory_gb: float
+    bandwidth_tb_s: float
+    bf16_tflops: float  # dense
+    fp8_tflops: float  # dense
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    params_b: float  # all parameters (stored)
+    non_embedding_params_b: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    hidden: int
+    vocab: int
+    tied_embeddings: bool
+
+    @property
+    def read_params_b(self) -> float:
+        """Parameters a decode forward reads (and multiplies): the layers and the LM head."""
+        return self.non_embedding_params_b + self.hidden * self.vocab / 1e9
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, BF16
+
+
+# NVIDIA H100 SXM5 datasheet: 80 GB HBM3 at 3.35 TB/s; dense 989 BF16 / 1,979 FP8 TFLOPS (twice with sparsity)
+# (quoted, not re-read in this work). The paper's GPU model is not known (minedraft-paper.md §1.4: "A100 80GB /
+# H100 / L40 recommended"); H100 is an assumption.
+H100_SXM = Accelerator("H100 SXM5 80GB", 80.0, 3.35, 989.0, 1979.0)
+# Qwen3 model cards (huggingface.co/Qwen/Qwen3-32B, /Qwen3-1.7B; read in copies of the cards and config.json
+# found by code search): 32.8B (31.2B non-embedding), 64 layers,
+# 64 Q / 8 KV heads; 1.7B (1.4B non-embedding), 28 layers, 16 Q / 8 KV heads, tied embeddings; config.json:
+# head_dim 128, vocab 151936, hidden 5120 / 2048. The paper's headline pair (minedraft-paper.md §1.5).
+QWEN3_32B = ModelShape("Qwen3-32B", 32.8, 31.2, 64, 8, 128, 5120, 151936, False)
+QWEN3_1_7B = ModelShape("Qwen3-1.7B", 1.7, 1.4, 28, 8, 128, 2048, 151936, True)
+
+# Assumptions (inferred, not measured here):
+BANDWIDTH_EFFICIENCY = 0.80  # share of HBM bandwidth decode GEMMs and attention reach
+COMPUTE_EFFICIENCY = 0.60  # share of dense BF16 peak the verification GEMMs reach
+# The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);
+# assume a 384-token mean prompt, so the mean context during decode is 384 + 128.
+MEAN_PROMPT_TOKENS = 384
+PAPER_OUTPUT_TOKENS = 256
+MEAN_CONTEXT_TOKENS = MEAN_PROMPT_TOKENS + PAPER_OUTPUT_TOKENS // 2
+# The paper ran --enforce-eager (minedraft-paper.md §1.3): host time per decoder layer to launch its
+# ~10 kernels through PyTorch eager. It hides under the GPU for Qwen3-32B, not for Qwen3-1.7B.
+EAGER_HOST_MS_PER_LAYER = 0.08
+TP_ALLREDUCE_MS = 0.015  # one small NVLink all-reduce; two per layer under tensor parallelism
+SAMPLING_MS = 0.3  # logits to sampled ids, per forward
+VERIFY_FIXED_MS = 0.5  # rejection sampling and proposal bookkeeping per verification step
+PROPOSE_FIXED_MS = 0.3  # draft input preparation per propose() call
+# Scheduler, output processing and IPC per step (the paper disabled async output processing).
+STEP_OVERHEAD_MS = 1.5
+STEP_OVERHEAD_PER_REQUEST_MS = 0.02
+GPU_MEMORY_UTILIZATION = 0.90  # vLLM's default
+ACTIVATION_RESERVE_GB = 2.0  # activations, sampler and workspace per GPU
+SAME_GPU_REFERENCE_BATCH = 16
+SAME_GPU_NOTE = (
+    "drafter on the target's GPU: both lanes are HBM-bound, so the drafter's GPU-busy time (weights + KV "
+    "reads) cannot hide under the target's forward; only its eager host time can. i = drafter GPU-busy "
+    f"time / drafter forward time at batch {SAME_GPU_REFERENCE_BATCH}."
+)
+
+
+def kv_capacity(target: ModelShape, draft: ModelShape, gpu: Accelerator, target_devices: int,
+                draft_on_own_device: bool, target_bytes_per_param: int = 2) -> dict[str, int]:
+    """Requests whose KV cache fits at ``MEAN_PROMPT_TOKENS + PAPER_OUTPUT_TOKENS`` tokens each."""
+    budget = gpu.memory_gb * GPU_MEMORY_UTILIZATION * target_devices - ACTIVATION_RESERVE_GB * target_devices
+    tokens = MEAN_PROMPT_TOKENS + PAPER_OUTPUT_TOKENS
+    target_w = target.params_b * target_bytes_per_param
+    colocated = (budget - target_w - draft.params_b * 2.0) / ((target.kv_bytes_per_token + draft.kv_bytes_per_token)
+                                                             * tokens / 1e9)
+    alone = (budget - target_w) / (target.kv_bytes_per_token * tokens / 1e9)
+    cap = {"no_sd": alone, "stock_sd": colocated, "minedraft": alone if draft_on_own_device else colocated}
+    return {mode: max(0, math.floor(v)) for mode, v in cap.items()}
+
+
+PROFILE_NAMES = ("cpu", "h100-same-gpu", "h100-two-gpus", "h100-paper")
+
+
+def profile_by_name(name: str, k: int | None = None, *, calibration: str | Path | None = None,
+                    target_bytes_per_param: int = 2) -> LatencyProfile:
+    """``cpu`` (fitted on the committed CPU measurements for ``k``), or an H100 layout:
+    ``h100-same-gpu`` (target and drafter on one H100), ``h100-two-gpus`` (drafter on a
+    second H100, i = 0), ``h100-paper`` (target TP=4 + drafter on a fifth H100, the
+    paper's layout). ``target_bytes_per_param`` 1: FP8 target (H100 profiles)."""
+    if name == "cpu":
+        path = Path(calibration) if calibration else CPU_STEP_OVERLAP_JSON
+        steps = json.loads(path.read_text())["steps"]
+        return LatencyProfile.from_step_overlap_json(path, k if k is not None and str(k) in steps else None)
+    layouts = {"h100-same-gpu": {}, "h100-two-gpus": {"draft_on_own_device": True},
+               "h100-paper": {"target_devices": 4, "draft_on_own_device": True}}
+    if name in layouts:
+        return LatencyProfile.from_published(target_bytes_per_param=target_bytes_per_param, **layouts[name])
+    raise ValueError(f"unknown profile {name!r}: expected one of {', '.join(PROFILE_NAMES)}")
