@@ -48,11 +48,17 @@ class DraftJob:
     def capture(cls, req_ids: list[str], propose: Callable[..., Any], args: tuple, kwargs: dict) -> DraftJob:
         return cls(list(req_ids), propose, snapshot(args), snapshot(kwargs))
 
-    def run(self) -> tuple[list[str], list[list[int]]]:
-        drafts = self.propose(*self.args, **self.kwargs)
-        if isinstance(drafts, torch.Tensor):
-            drafts = drafts.tolist()
-        return self.req_ids, [list(d) for d in drafts]
+    def run(self) -> tuple[list[str], Any]:
+        """The drafts as the drafter returns them (a device tensor stays on
+        the device: copying it to the host here would wait for the lane)."""
+        return self.req_ids, self.propose(*self.args, **self.kwargs)
+
+
+def as_lists(drafts: Any) -> list[list[int]]:
+    """Drafts (a tensor or a list of lists) as host lists, one per request."""
+    if isinstance(drafts, torch.Tensor):
+        drafts = drafts.tolist()
+    return [list(d) for d in drafts]
 
 
 def placeholder_drafts(num_reqs: int, num_spec_tokens: int, device: torch.device) -> torch.Tensor:

@@ -34,85 +34,23 @@ Job = Callable[[], Any]
 
 
 class Lane(ABC):
+    """``submit`` one job at a time; ``wait`` joins it."""
+
+    _pending = False
+
     @abstractmethod
     def submit(self, job: Job) -> None: ...
 
     @abstractmethod
+    def _join(self) -> tuple[Any, BaseException | None]:
+        """Block until the pending job is done: its result or its exception."""
+
     def wait(self) -> Any:
         """Result of the last submitted job (``None`` if none is pending)."""
-
-    @property
-    @abstractmethod
-    def busy(self) -> bool: ...
-
-    def shutdown(self) -> None:  # noqa: B027 - optional hook
-        pass
-
-
-class InlineLane(Lane):
-    def __init__(self) -> None:
-        self._result: Any = None
-        self._error: BaseException | None = None
-        self._pending = False
-
-    def submit(self, job: Job) -> None:
-        self._pending = True
-        try:
-            with torch.inference_mode():
-                self._result = job()
-        except BaseException as e:  # re-raised by wait()
-            self._error = e
-
-    def wait(self) -> Any:
-        if not self._pending:
-            return None
-        self._pending = False
-        result, error, self._result, self._error = self._result, self._error, None, None
-        if error is not None:
-            raise error
-        return result
-
-    @property
-    def busy(self) -> bool:
-        return self._pending
-
-
-class ThreadLane(Lane):
-    """A persistent worker thread with its own intra-op thread count."""
-
-    def __init__(self, lane_threads: int | None, name: str = "minedraft-draft-lane"):
-        self.lane_threads = lane_threads
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
-        self._pending = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        # OpenMP keeps the thread count per thread: this only affects the lane.
-        # (torch._C.set_num_threads: the CPU worker replaces torch.set_num_threads.)
-        if self.lane_threads is not None:
-            torch._C.set_num_threads(self.lane_threads)
-        while (job := self._jobs.get()) is not None:
-            try:
-                with torch.inference_mode():
-                    self._done.put((job(), None))
-            except BaseException as e:  # re-raised by wait()
-                self._done.put((None, e))
-
-    def submit(self, job: Job) -> None:
-        if self._pending:
-            raise RuntimeError("draft lane already has a job in flight")
-        if not self._thread.is_alive():
-            raise RuntimeError("draft lane thread is not running")
-        self._pending = True
-        self._jobs.put(job)
-
-    def wait(self) -> Any:
         if not self._pending:
             return None
         try:
-            result, error = self._done.get()
+            result, error = self._join()
         finally:
             self._pending = False
         if error is not None:
@@ -122,6 +60,60 @@ class ThreadLane(Lane):
     @property
     def busy(self) -> bool:
         return self._pending
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+def _run_job(job: Job) -> tuple[Any, BaseException | None]:
+    try:
+        with torch.inference_mode():
+            return job(), None
+    except BaseException as e:  # re-raised by wait()
+        return None, e
+
+
+class InlineLane(Lane):
+    def __init__(self) -> None:
+        self._outcome: tuple[Any, BaseException | None] = (None, None)
+
+    def submit(self, job: Job) -> None:
+        self._pending = True
+        self._outcome = _run_job(job)
+
+    def _join(self) -> tuple[Any, BaseException | None]:
+        outcome, self._outcome = self._outcome, (None, None)
+        return outcome
+
+
+class ThreadLane(Lane):
+    """A persistent worker thread with its own intra-op thread count."""
+
+    def __init__(self, lane_threads: int | None, name: str = "minedraft-draft-lane"):
+        self.lane_threads = lane_threads
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[Any, BaseException | None]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        # OpenMP keeps the thread count per thread: this only affects the lane.
+        # (torch._C.set_num_threads: the CPU worker replaces torch.set_num_threads.)
+        if self.lane_threads is not None:
+            torch._C.set_num_threads(self.lane_threads)
+        while (job := self._jobs.get()) is not None:
+            self._done.put(_run_job(job))
+
+    def submit(self, job: Job) -> None:
+        if self._pending:
+            raise RuntimeError("draft lane already has a job in flight")
+        if not self._thread.is_alive():
+            raise RuntimeError("draft lane thread is not running")
+        self._pending = True
+        self._jobs.put(job)
+
+    def _join(self) -> tuple[Any, BaseException | None]:
+        return self._done.get()
 
     def shutdown(self) -> None:
         if self._thread.is_alive():
@@ -139,21 +131,18 @@ class CudaStreamLane(Lane):
 
     def __init__(self, device: torch.device):
         self.stream = torch.cuda.Stream(device=device)
-        self._inner = InlineLane()
+        self._outcome: tuple[Any, BaseException | None] = (None, None)
 
     def submit(self, job: Job) -> None:
-        main = torch.cuda.current_stream()
-        self.stream.wait_stream(main)
+        self.stream.wait_stream(torch.cuda.current_stream())
+        self._pending = True
         with torch.cuda.stream(self.stream):
-            self._inner.submit(job)
+            self._outcome = _run_job(job)
 
-    def wait(self) -> Any:
+    def _join(self) -> tuple[Any, BaseException | None]:
         torch.cuda.current_stream().wait_stream(self.stream)
-        return self._inner.wait()
-
-    @property
-    def busy(self) -> bool:
-        return self._inner.busy
+        outcome, self._outcome = self._outcome, (None, None)
+        return outcome
 
 
 def make_lane(kind: str, device: torch.device) -> Lane:

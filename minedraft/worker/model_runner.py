@@ -26,7 +26,7 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
 from minedraft.monkeypatch import apply_cpu_overlap_patches
-from minedraft.worker.draft_job import DraftJob, placeholder_drafts
+from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
 from minedraft.worker.lanes import Lane, make_lane
 from minedraft.worker.step_profile import StepProfiler
 
@@ -109,7 +109,8 @@ class MineDraftCPUModelRunner(CPUModelRunner):
             result = self.draft_lane.wait()
         except Exception as e:
             raise DraftLaneError(f"minedraft draft lane failed: {e!r}") from e
-        self._lane_drafts = DraftTokenIds(*result)
+        req_ids, drafts = result
+        self._lane_drafts = DraftTokenIds(req_ids, as_lists(drafts))
 
     @contextlib.contextmanager
     def _route_propose(self) -> Iterator[None]:

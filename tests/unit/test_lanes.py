@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from minedraft.core.lanes import choose_held, is_balanced
-from minedraft.worker.draft_job import DraftJob, snapshot
+from minedraft.worker.draft_job import DraftJob, as_lists, snapshot
 from minedraft.worker.lanes import InlineLane, ThreadLane
 
 
@@ -37,7 +37,8 @@ def test_snapshot_is_isolated_from_buffer_reuse():
     buf = torch.arange(6)
     job = DraftJob.capture(["a", "b"], lambda x, scale: (x[:2] * scale).view(2, 1), (buf,), {"scale": 2})
     buf.zero_()  # the runner reuses its buffers next step
-    assert job.run() == (["a", "b"], [[0], [2]])
+    req_ids, drafts = job.run()
+    assert req_ids == ["a", "b"] and as_lists(drafts) == [[0], [2]]
     assert snapshot({"k": [buf]})["k"][0] is not buf
 
 
