@@ -1,13 +1,20 @@
-"""Predict tokens/s of no SD, stock SD and MineDraft; or check the model on measurements.
+"""Predict tokens/s of no SD, stock SD and MineDraft; check the model on measurements; compare with the paper.
 
     python -m minedraft.simulator --profile cpu --k 3 --tau 2.4 --batch 4 8 16
     python -m minedraft.simulator --profile h100-two-gpus --k 3 --alpha 0.7 --batch 8 16 32 64
     python -m minedraft.simulator --check benchmarks/results/cpu/step_overlap.json
+    python -m minedraft.simulator --check benchmarks/results/cpu/summary.json
+    python -m minedraft.simulator --paper
+    python -m minedraft.simulator --report benchmarks/results/simulator_report.md
 
 Profiles: ``cpu`` (fitted on the committed CPU measurements), ``h100-same-gpu``,
 ``h100-two-gpus``, ``h100-paper`` (published figures and stated assumptions, see
 minedraft/simulator/profile.py). Without ``--tau``/``--alpha`` the kit's acceptance
 is used (τ = 2.40 at k = 3, α = 0.665).
+
+``--check`` reads either a step_overlap.json or a sweep's summary.json (told apart
+by content; see minedraft/simulator/check.py). ``--paper`` prints the paper's
+headline table next to the model; ``--report`` writes the full report.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ from minedraft.simulator.model import (
     KIT_TAU_K,
     Workload,
     acceptance,
-    check,
     choose_mode,
     predict,
 )
+from minedraft.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
 from minedraft.simulator.profile import PROFILE_NAMES, ForwardCost, LatencyProfile, profile_by_name
 
 LABELS = {"equal_concurrency": "equal concurrency: every mode runs N requests",
@@ -77,24 +84,59 @@ def table(p: LatencyProfile, k: int, batches: list[int], tau: float | None, alph
     return "\n".join(out)
 
 
-def run_check(path: str, tau: float, tau_k: int) -> int:
-    result = check(path, tau=tau, tau_k=tau_k)
-    print(f"check: {path}; acceptance alpha = {result.alpha:.3f} (tau = {tau} at k = {tau_k}, "
-          "the same alpha for every k)")
+def run_check(path: str, tau: float, tau_k: int, *, calibration: str | None = None,
+              workload: Workload | None = None, draft_fixed_scaling: str = "flops", worst: int = 5) -> int:
+    result = check(path, tau=tau, tau_k=tau_k, calibration=calibration, workload=workload,
+                   draft_fixed_scaling=draft_fixed_scaling)
+    print(f"check: {path} ({result.source} format, {len(result.rows)} rows)")
+    for note in result.notes:
+        print(f"  {note}")
     for k, p in result.profiles.items():
         print(f"  k={k}: interference i = {p.interference:.3f}")
     p0 = next(iter(result.profiles.values()))
     print(describe(p0, 3))
-    print("\n| comparison | k | N | mode | measured tok/s | predicted tok/s | error |")
-    print("|---|---|---|---|---|---|---|")
+    summary = result.source == "summary"
+    print("\n| comparison | k | N | mode | draft | tau | parallel steps | measured tok/s | predicted tok/s | error |"
+          if summary else "\n| comparison | k | N | mode | measured tok/s | predicted tok/s | error |")
+    print("|---|---|---|---|---|---|---|---|---|---|" if summary else "|---|---|---|---|---|---|---|")
     for r in result.rows:
-        print(f"| {r.comparison} | {r.k} | {r.batch_size} | {r.mode} | {r.measured:.0f} | {r.predicted:.0f} "
+        extra = ""
+        if summary:
+            tau_s = "-" if r.tau is None else f"{r.tau:.2f}"
+            frac = "-" if r.parallel_step_fraction is None else f"{r.parallel_step_fraction:.2f}"
+            extra = f" {r.draft} | {tau_s} | {frac} |"
+        print(f"| {r.comparison} | {r.k} | {r.batch_size} | {r.mode} |{extra} {r.measured:.0f} | {r.predicted:.0f} "
               f"| {100 * r.error:+.1f}% |")
-    print("\nmean absolute percentage error (no_sd and stock_sd rows are in-sample for the engine overhead; "
-          "MineDraft rows are out of sample):")
+    if summary:
+        print("\nmean absolute percentage error (every row out of sample: the profile is fitted on the calibration "
+              "file):")
+    else:
+        print("\nmean absolute percentage error (no_sd and stock_sd rows are in-sample for the engine overhead; "
+              "MineDraft rows are out of sample):")
     for (comparison, mode), err in sorted(result.mape().items()):
         print(f"  {comparison:17s} {mode:18s} {err:5.1f} %")
+    drafts = result.mape(("draft",))
+    if len(set(drafts) - {(NO_DRAFT,)}) > 1:
+        for (draft,), err in sorted(drafts.items()):
+            print(f"  {'draft ' + draft:36s} {err:5.1f} %")
     print(f"  {'all rows':36s} {result.overall_mape():5.1f} %")
+    print(f"\nworst {worst} rows:")
+    for r in result.worst(worst):
+        print(f"  {r.comparison} k={r.k} N={r.batch_size} {r.mode} {r.draft}: measured {r.measured:.0f}, "
+              f"predicted {r.predicted:.0f} ({100 * r.error:+.1f} %)")
+    return 0
+
+
+def run_paper() -> int:
+    from minedraft.simulator.paper import compare_headlines
+    from minedraft.simulator.report import paper_section
+
+    rows = compare_headlines()
+    print("The paper's headline table (minedraft-paper.md §1.5) next to the model: MineDraft at 2m over stock SD at "
+          "m, best k of 1..5, prefill included; verdict on the paper's layout (target TP 4 + a drafter GPU, H100 "
+          "assumed). See --report for the assumptions.\n")
+    print("\n".join(paper_section(rows)))
+    print(f"\n{sum(c.verdict == 'agrees' for c in rows)} of {len(rows)} claims agree.")
     return 0
 
 
@@ -102,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m minedraft.simulator", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=PROFILE_NAMES, default="cpu")
-    ap.add_argument("--calibration", help="step_overlap.json for the cpu profile (default: the committed one)")
+    ap.add_argument("--calibration", help="step_overlap.json for the cpu profile, the check of a summary and the "
+                    "report (default: the committed one)")
     ap.add_argument("--k", type=int, default=3, help="draft tokens per step")
     acc = ap.add_mutually_exclusive_group()
     acc.add_argument("--tau", type=float, help="mean tokens per verification at --k (acceptance length)")
@@ -110,16 +153,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[4, 8, 16], help="N, requests per mode (see comparisons)")
     ap.add_argument("--comparison", choices=COMPARISONS, nargs="+", default=list(COMPARISONS))
     ap.add_argument("--interference", type=float, help="override the profile's i")
-    ap.add_argument("--target-weights", choices=("bf16", "fp8"), default="bf16", help="H100 profiles: target dtype")
+    ap.add_argument("--target-weights", choices=("bf16", "fp8", "int4"), default="bf16",
+                    help="H100 profiles: target weights")
     ap.add_argument("--workload", type=int, nargs=2, metavar=("PROMPT", "OUTPUT"),
-                    help="finite requests (prefill and drain included); default: steady state")
-    ap.add_argument("--check", metavar="STEP_OVERLAP_JSON", help="compare with the measured e2e rows")
-    ap.add_argument("--tau-k", type=int, default=KIT_TAU_K, help="k at which --tau was measured (--check)")
+                    help="finite requests (prefill and drain included); default: steady state. --check of a "
+                    "summary: overrides the tokens per request (default: summary_meta.json beside it)")
+    ap.add_argument("--check", metavar="JSON", help="compare with measurements: a step_overlap.json or a sweep's "
+                    "summary.json (format detected by content)")
+    ap.add_argument("--tau-k", type=int, default=KIT_TAU_K, help="k at which --tau was measured (--check of a "
+                    "step_overlap.json; a summary's rows carry their own)")
+    ap.add_argument("--draft-fixed-scaling", choices=DRAFT_FIXED_SCALINGS, default="flops",
+                    help="--check of a summary: how an uncalibrated drafter's fixed cost per forward scales from the "
+                    "calibrated one's (its batch-dependent cost scales with FLOPs per token)")
+    ap.add_argument("--paper", action="store_true", help="the paper's headline table next to the model")
+    ap.add_argument("--report", metavar="MD", help="write the report (CPU check, paper comparison, H100 predictions)")
+    ap.add_argument("--summary", metavar="JSON", help="--report: the sweep's summary.json (default: "
+                    "benchmarks/results/cpu/summary.json when it exists)")
     args = ap.parse_args(argv)
+    if args.report:
+        from minedraft.simulator.report import write_report
+
+        kw = {"step_overlap": args.calibration} if args.calibration else {}
+        write_report(args.report, summary=args.summary, draft_fixed_scaling=args.draft_fixed_scaling, **kw)
+        print(f"wrote {args.report}")
+        return 0
+    if args.paper:
+        return run_paper()
     if args.check:
-        return run_check(args.check, args.tau if args.tau is not None else KIT_TAU, args.tau_k)
+        return run_check(args.check, args.tau if args.tau is not None else KIT_TAU, args.tau_k,
+                         calibration=args.calibration,
+                         workload=Workload(*args.workload) if args.workload else None,
+                         draft_fixed_scaling=args.draft_fixed_scaling)
     profile = profile_by_name(args.profile, args.k, calibration=args.calibration,
-                              target_bytes_per_param=1 if args.target_weights == "fp8" else 2)
+                              target_bytes_per_param={"bf16": 2, "fp8": 1, "int4": 0.5}[args.target_weights])
     if args.interference is not None:
         profile = profile.with_interference(args.interference)
     alpha, tau = acceptance(args.k, args.tau, args.alpha)

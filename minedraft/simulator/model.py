@@ -1,5 +1,8 @@
 """Tokens per second of no SD, stock SD and MineDraft from a latency profile.
 
+Pure functions (no files, no clock): :func:`predict` and :func:`choose_mode` can
+run online in the engine. Checking against measurement files is in check.py.
+
 Per step (``c(n)`` the engine overhead, ``Tv``/``Td`` the lanes, see profile.py):
 
 * no SD at N: ``T_target(N, 1) + c(N)`` for ``N`` tokens;
@@ -26,17 +29,16 @@ prefill step and the drain at the end: a request needs ``S`` verifications for
 requests finish, and each step costs the step time at the expected number still
 running (exact for stock SD with affine costs; for MineDraft the two groups
 drain independently, and a group left alone runs stock SD steps, the fallback).
+With ``Workload(..., continuous=True)`` the batch stays full instead (requests
+replaced as they finish): prefill plus the expected verifications at full batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -87,12 +89,50 @@ def acceptance(k: int, tau: float | None = None, alpha: float | None = None) -> 
     return alpha, tokens_per_verification(alpha, k)
 
 
+def acceptance_from_length(mean_acceptance_length: float | None, k: int) -> tuple[float, float]:
+    """``(α, τ)`` from a measured mean acceptance length at ``k``.
+
+    vLLM's mean acceptance length is ``1 + accepted / drafts``, the tokens one
+    verification yields: the model's ``τ``. ``α`` is the per-token acceptance
+    that gives it under independent tokens (the model's drain needs it). A
+    measurement outside ``[1, k + 1]`` (noise at the ends) is clipped; ``None``
+    (no speculative decoding, or not measured) gives the kit's acceptance.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if mean_acceptance_length is None:
+        return acceptance(k)
+    tau = min(max(float(mean_acceptance_length), 1.0), float(k + 1))
+    return alpha_from_tau(tau, k), tau
+
+
+def blend_parallel(parallel_tokens_per_s: float, stock_tokens_per_s: float, parallel_step_fraction: float) -> float:
+    """Tokens/s of MineDraft running a share ``f`` of its steps in parallel mode and the
+    rest as stock SD (the mode policy's choice, or fallback).
+
+    A parallel step verifies half the running requests, a stock step all of
+    them, so parallel steps yield a share ``w = f / (2 - f)`` of the tokens and
+    the time per token is ``w / parallel + (1 - w) / stock``.
+    """
+    f = min(max(float(parallel_step_fraction), 0.0), 1.0)
+    w = f / (2.0 - f)
+    return 1.0 / (w / parallel_tokens_per_s + (1.0 - w) / stock_tokens_per_s)
+
+
 @dataclass(frozen=True)
 class Workload:
-    """Every request: ``prompt_tokens`` in, exactly ``output_tokens`` out (ignore_eos)."""
+    """Every request: ``prompt_tokens`` in, exactly ``output_tokens`` out (ignore_eos).
+
+    ``continuous`` False: the batch starts together and drains (as
+    ``benchmarks/step_overlap.py`` runs it). True: continuous batching with a long
+    queue (the paper's 1000 prompts): a finished request is replaced at once, so
+    the batch stays full (no drain) but every request pays its prefill step,
+    which neither mode overlaps.
+    """
 
     prompt_tokens: int
     output_tokens: int
+    continuous: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +222,11 @@ def mode_time_ms(p: LatencyProfile, mode: str, running: int, k: int, alpha: floa
     if mode == "no_sd":
         return p.t_prefill(running, workload.prompt_tokens, None) + rest * _no_sd_step(p, running), tokens
     total = p.t_prefill(running, workload.prompt_tokens, k)
+    if workload.continuous:
+        verifications = sum(verification_survival(alpha, k, rest))
+        if mode == "stock_sd" or g2 == 0:
+            return total + verifications * _stock_step(p, running, k), tokens
+        return total + verifications * (_parallel_step(p, g1, g2, k) + _parallel_step(p, g2, g1, k)), tokens
     for s in verification_survival(alpha, k, rest):
         if mode == "stock_sd" or g2 == 0:
             p_any, n = _active(running, s)
@@ -218,6 +263,25 @@ def predict(profile: LatencyProfile, batch_size: int, k: int, *, tau: float | No
     return out
 
 
+def predict_mode(profile: LatencyProfile, mode: str, running: int, k: int, *, tau: float | None = None,
+                 alpha: float | None = None, workload: Workload | None = None,
+                 parallel_step_fraction: float = 1.0) -> float:
+    """Tokens/s of one ``mode`` with ``running`` requests at once (what a measured row
+    ran), MineDraft running a share ``parallel_step_fraction`` of its steps in parallel
+    mode (:func:`blend_parallel`; 1: pinned to parallel, fallback aside)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+    if running < 1 or k < 1:
+        raise ValueError("running and k must be at least 1")
+    alpha, _ = acceptance(k, tau, alpha)
+    ms, tokens = mode_time_ms(profile, mode, running, k, alpha, workload)
+    rate = 1e3 * tokens / ms
+    if mode == "minedraft" and parallel_step_fraction < 1.0:
+        stock_ms, stock_tokens = mode_time_ms(profile, "stock_sd", running, k, alpha, workload)
+        rate = blend_parallel(rate, 1e3 * stock_tokens / stock_ms, parallel_step_fraction)
+    return float(rate)
+
+
 @dataclass(frozen=True)
 class ModeChoice:
     parallel: bool  # MineDraft's parallel mode beats stock SD by the margin
@@ -244,7 +308,7 @@ def choose_mode(profile: LatencyProfile, num_requests: int, k: int, *, tau: floa
     return ModeChoice(parallel, best, gain, preds)
 
 
-# --- calibration on end-to-end rows and the check ---------------------------------------------
+# --- calibration on end-to-end rows --------------------------------------------------------------
 
 
 def fit_engine_overhead(profile: LatencyProfile, e2e: Sequence[Mapping], alpha: float,
@@ -280,61 +344,3 @@ def fit_engine_overhead(profile: LatencyProfile, e2e: Sequence[Mapping], alpha: 
         target_ms.append((measured - base) / measured)
     c0, c1, plain_fixed = np.linalg.lstsq(np.array(design), np.array(target_ms), rcond=None)[0]
     return with_params(float(c0), float(c1), float(plain_fixed))
-
-
-MEASURED_MODES = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft",
-                  "minedraft_serial": "minedraft"}
-
-
-@dataclass(frozen=True)
-class CheckRow:
-    comparison: str
-    k: int
-    batch_size: int
-    mode: str  # as measured: target, stock_sd, minedraft_overlap, minedraft_serial
-    measured: float
-    predicted: float
-
-    @property
-    def error(self) -> float:
-        return (self.predicted - self.measured) / self.measured
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    rows: Sequence[CheckRow]
-    profiles: Mapping[int, LatencyProfile]
-    alpha: float
-
-    def mape(self) -> dict[tuple[str, str], float]:
-        """Mean absolute percentage error per (comparison, mode)."""
-        groups = defaultdict(list)
-        for r in self.rows:
-            groups[(r.comparison, r.mode)].append(abs(r.error))
-        return {key: 100 * sum(v) / len(v) for key, v in groups.items()}
-
-    def overall_mape(self) -> float:
-        return 100 * sum(abs(r.error) for r in self.rows) / len(self.rows)
-
-
-def check(path: str | Path, *, tau: float = KIT_TAU, tau_k: int = KIT_TAU_K) -> CheckResult:
-    """Predict every end-to-end row of a ``step_overlap.json`` with profiles fitted on it
-    (one per k: the interference is k-dependent on the CPU) and the measured workload.
-    ``minedraft_serial`` rows use the serial lane (``i = 1``)."""
-    data = json.loads(Path(path).read_text())
-    alpha = alpha_from_tau(tau, tau_k)
-    workload = Workload(int(data["prompt_tokens"]), int(data["output_tokens"]))
-    ks = sorted({int(r["k"]) for r in data["e2e"]})
-    profiles = {k: LatencyProfile.from_step_overlap_json(path, k if str(k) in data["steps"] else None, alpha=alpha)
-                for k in ks}
-    rows = []
-    for r in data["e2e"]:
-        k, n, mode = int(r["k"]), int(r["batch_size"]), r["mode"]
-        if mode not in MEASURED_MODES:
-            continue
-        p = profiles[k].with_interference(1.0) if mode == "minedraft_serial" else profiles[k]
-        pred = predict(p, n, k, alpha=alpha, comparison=r["comparison"], workload=workload)
-        rows.append(CheckRow(r["comparison"], k, n, mode, float(r["output_tokens_per_s"]),
-                             pred[MEASURED_MODES[mode]].tokens_per_s))
-    return CheckResult(rows, profiles, alpha)
-
