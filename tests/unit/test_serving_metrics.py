@@ -1,0 +1,108 @@
+"""benchmarks/serving.py's handling of ``vllm bench serve`` results (no server, no model)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "serving.py"
+_spec = importlib.util.spec_from_file_location("serving_bench", _PATH)
+serving = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = serving  # dataclasses look their module up there
+_spec.loader.exec_module(serving)
+
+
+def bench_result(**over) -> dict:
+    """A ``vllm bench serve --save-result`` JSON, trimmed to what serving.py reads."""
+    raw = {"duration": 4.0, "completed": 8, "failed": 0, "request_throughput": 2.0,
+           "request_goodput": 1.5, "output_throughput": 128.04, "spec_decode_acceptance_length": 2.4877}
+    for i, metric in enumerate(("ttft", "tpot", "itl", "e2el")):
+        raw[f"mean_{metric}_ms"] = 10.0 * (i + 1) + 0.004
+        for p in (50, 90, 99):
+            raw[f"p{p}_{metric}_ms"] = 10.0 * (i + 1) + p / 100
+    raw.update(over)
+    return raw
+
+
+def test_summarize_keeps_percentiles_mean_and_goodput():
+    row = serving.summarize(bench_result())
+    assert row["ttft"] == {"mean": 10.0, "p50": 10.5, "p90": 10.9, "p99": 10.99}
+    assert row["e2el"]["p99"] == 40.99
+    assert row["goodput"] == 1.5
+    # 1.5 req/s good over 4 s = 6 of the 8 completed requests met the SLO.
+    assert row["slo_attainment"] == 0.75
+    assert row["acceptance_length"] == 2.49
+    assert row["output_throughput"] == 128.0
+
+
+def test_summarize_without_speculation_or_slo():
+    raw = bench_result(request_goodput=None)
+    del raw["spec_decode_acceptance_length"]
+    row = serving.summarize(raw)
+    assert row["goodput"] is None and row["slo_attainment"] is None and row["acceptance_length"] is None
+
+
+def test_summarize_with_nothing_completed():
+    row = serving.summarize(bench_result(completed=0, failed=8, request_goodput=0.0))
+    assert row["slo_attainment"] is None and row["failed"] == 8
+
+
+def test_minedraft_step_counters_and_parallel_share():
+    text = """# HELP minedraft:parallel_steps_total Engine steps ...
+# TYPE minedraft:parallel_steps_total counter
+minedraft:parallel_steps_total 30.0
+minedraft:parallel_steps_created 1.7e+09
+minedraft:fallback_steps_total{engine="0"} 10.0
+vllm:num_requests_running{engine="0"} 3.0
+"""
+    after = serving.parse_minedraft_steps(text)
+    assert after == {"parallel_steps": 30.0, "fallback_steps": 10.0}
+    assert serving.parallel_share({"parallel_steps": 10.0, "fallback_steps": 0.0}, after) == 0.667
+    assert serving.parallel_share({}, {}) is None  # a stock server has no minedraft counters
+    assert serving.parallel_share(after, after) is None  # no steps in between
+
+
+def test_rotation_puts_each_mode_first_once():
+    modes = ("a", "b", "c")
+    orders = [serving.rotated(modes, i) for i in range(4)]
+    assert orders[:3] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert orders[3] == orders[0]
+
+
+def test_rates_format_and_sort():
+    assert serving.format_rate(math.inf) == "inf" and serving.format_rate(8.0) == "8"
+    assert sorted(["inf", "8", "2", "0.5"], key=serving.rate_order) == ["0.5", "2", "8", "inf"]
+
+
+def result_for_table() -> dict:
+    runs = []
+    for rate in ("inf", "2"):
+        for mode in ("stock_sd", "no_sd"):
+            runs.append({"mode": mode, "request_rate": rate, "max_concurrency": 4,
+                         "parallel_step_share": None, **serving.summarize(bench_result())})
+    return {"device": "cpu (2 cores)", "workload": "w", "slo": {"ttft_ms": 1000.0, "tpot_ms": 50.0},
+            "config": {"modes": ["no_sd", "stock_sd"]}, "runs": runs}
+
+
+def test_markdown_table_orders_rows_and_states_the_slo():
+    table = serving.to_markdown(result_for_table())
+    assert "TTFT <= 1000 ms and TPOT <= 50 ms" in table
+    rows = [line.split(" | ")[:3] for line in table.splitlines() if line.startswith(("| 2 ", "| inf "))]
+    assert rows == [["| 2", "4", "no_sd"], ["| 2", "4", "stock_sd"],
+                    ["| inf", "4", "no_sd"], ["| inf", "4", "stock_sd"]]
+    assert "| 10.5 / 10.9 / 11.0 / 10.0 |" in table  # TTFT p50 / p90 / p99 / mean
+    assert "| 1.50 (75 %) | 2.49 | - |" in table
+
+
+@pytest.mark.parametrize("before, after", [
+    ("# B\n\nintro\n\n<!-- serving:begin -->\nold\ntable\n<!-- serving:end -->\n\n## Next\n",
+     "# B\n\nintro\n\n<!-- serving:begin -->\nNEW\n<!-- serving:end -->\n\n## Next\n"),
+    ("# B\n\nintro\n", "# B\n\nintro\n\n## Serving benchmark\n\n<!-- serving:begin -->\nNEW\n<!-- serving:end -->\n"),
+])
+def test_readme_update_touches_only_the_marked_block(before, after):
+    assert serving.replace_between_markers(before, "NEW") == after
+    assert serving.replace_between_markers(after, "NEW") == after  # idempotent
