@@ -9,8 +9,10 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   no tokens, no token budget, no ``allocate_slots``); afterwards the step is
   classified as parallel or fallback and the lane plan is attached to the
   output (``MineDraftSchedulerOutput``).
-* ``update_from_output``: the step's duration and output tokens go to the
-  mode policy (``auto`` measures parallel steps against plain SD).
+* ``update_from_output``: the step's output tokens are noted for the mode
+  policy (``auto`` measures parallel steps against plain SD); the step's
+  duration is taken at the next ``schedule``, so it includes the engine's
+  post-step, where a parallel step joins the draft lane.
 * ``update_draft_token_ids``: drafts arriving for requests that were
   preempted while on the draft lane are dropped.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
@@ -25,6 +27,7 @@ tokens) is vLLM's own code, unchanged.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from minedraft.log import get_logger
 from vllm.v1.core.sched.output import SchedulerOutput
@@ -42,9 +45,20 @@ from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
 logger = get_logger(__name__)
 
 
+class _StepRecord(NamedTuple):
+    """A step as the mode policy sees it."""
+
+    parallel_allowed: bool
+    has_decodes: bool
+    started: float
+    tokens: int = 0
+
+
 class MineDraftScheduler(Scheduler):
-    # (parallel allowed, had decode requests, start time) of the step in flight.
-    _step_in_flight: tuple[bool, bool, float] | None = None
+    # The step scheduled last: in flight until update_from_output, then
+    # finished (with its output tokens) until the next schedule() times it.
+    _step_in_flight: _StepRecord | None = None
+    _step_finished: _StepRecord | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -58,6 +72,11 @@ class MineDraftScheduler(Scheduler):
         self.mode_policy = ModePolicy(envs.mode())
 
     @property
+    def drafting_req_ids(self) -> frozenset[str]:
+        """Requests whose drafts the lane makes during the next step."""
+        return frozenset(self._drafting)
+
+    @property
     def overlap_enabled(self) -> bool:
         return self.num_spec_tokens > 0
 
@@ -66,6 +85,7 @@ class MineDraftScheduler(Scheduler):
         if not self.overlap_enabled:
             return super().schedule(throttle_prefills)
         started = time.perf_counter()
+        self._time_finished_step(started)
         allowed = self.mode_policy.parallel_allowed()
         self._hold_back_for_this_step(allowed)
         output = super().schedule(throttle_prefills)
@@ -73,12 +93,22 @@ class MineDraftScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
-        if self._step_in_flight is not None:
-            allowed, has_decodes, started = self._step_in_flight
-            self._step_in_flight = None
+        step, self._step_in_flight = self._step_in_flight, None
+        # With nothing left to run the engine idles until the next request:
+        # that gap is not step time, so such a step is not timed.
+        if step is not None and self.has_unfinished_requests():
             tokens = sum(len(ids) for ids in model_runner_output.sampled_token_ids)
-            self.mode_policy.observe(allowed, has_decodes, tokens, time.perf_counter() - started)
+            self._step_finished = step._replace(tokens=tokens)
         return outputs
+
+    def _time_finished_step(self, now: float) -> None:
+        """Feed the mode policy the last step, timed from its schedule() to
+        this one: the engine joins the draft lane after update_from_output
+        (``take_draft_token_ids`` in its post-step), and a parallel step that
+        waits there must be charged for it."""
+        step, self._step_finished = self._step_finished, None
+        if step is not None:
+            self.mode_policy.observe(step.parallel_allowed, step.has_decodes, step.tokens, now - step.started)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
@@ -123,7 +153,7 @@ class MineDraftScheduler(Scheduler):
         parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
         # Steps that verify or draft nothing tell the mode policy nothing.
         has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
-        self._step_in_flight = (parallel_allowed, has_decodes, started)
+        self._step_in_flight = _StepRecord(parallel_allowed, has_decodes, started)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
         self._drafting = (

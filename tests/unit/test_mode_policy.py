@@ -95,3 +95,25 @@ def test_scheduler_feeds_the_policy_decode_steps(model_dir):
     assert parallel[1:4] == [True] * 3
     assert not any(parallel[4:7])
     assert sched.mode_policy._phase == "exploit"
+
+
+def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
+    """A parallel step's draft lane is joined in the engine's post-step, after
+    update_from_output: its step time must run to the next schedule()."""
+    import minedraft.core.scheduler as scheduler_module
+
+    clock = [0.0]
+    monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    sched.mode_policy = ModePolicy("auto", probe_steps=4, exploit_steps=1000)
+    for i in range(6):
+        sched.add_request(make_request(f"r{i}", 20, 60))
+    worker = FakeWorker(3, lambda rid, n: n)
+    for _ in range(9):
+        out = sched.schedule()
+        clock[0] += 0.010  # execute_model .. update_from_output
+        worker.step(sched, out)
+        clock[0] += 0.030 if out.defer_drafts else 0.0  # the post-step lane join
+    parallel, stock = sched.mode_policy._rates[True], sched.mode_policy._rates[False]
+    assert parallel.steps == 4 and parallel.seconds == pytest.approx(4 * 0.040)
+    assert stock.steps >= 3 and stock.seconds == pytest.approx(stock.steps * 0.010)
