@@ -53,6 +53,7 @@ def validate_engine_args(engine_args: Any) -> None:
     k = _get(spec, "num_speculative_tokens")
     if k is not None:
         _check_num_spec_tokens(k)
+    _check_draft_sampling(_get(spec, "draft_sample_method", "greedy"))
     if (engine_args.pipeline_parallel_size or 1) > 1:
         raise MineDraftConfigError(
             "pipeline parallelism (pipeline_parallel_size > 1) is not supported; "
@@ -78,6 +79,7 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
             f"{', '.join(SUPPORTED_METHODS)}."
         )
     _check_num_spec_tokens(spec.num_speculative_tokens)
+    _check_draft_sampling(spec.draft_sample_method)
     if spec.num_speculative_tokens_per_batch_size:
         raise MineDraftConfigError(
             "dynamic num_speculative_tokens_per_batch_size is not supported; "
@@ -97,6 +99,16 @@ def _check_num_spec_tokens(k: Any) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPEC_TOKENS:
         raise MineDraftConfigError(
             f"num_speculative_tokens must be an integer in 1..{MAX_SPEC_TOKENS}, got {k!r}."
+        )
+
+
+def _check_draft_sampling(method: Any) -> None:
+    # Probabilistic drafts hand their probabilities to the rejection sampler
+    # through the runner's per-step cache, which a deferred draft bypasses:
+    # verifying them as one-hot drafts would bias the output distribution.
+    if method not in (None, "greedy"):
+        raise MineDraftConfigError(
+            f"draft_sample_method {method!r} is not supported yet; use 'greedy' (the default)."
         )
 
 

@@ -73,6 +73,8 @@ def test_other_users_are_unaffected(model_dir):
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 1000}}, "num_speculative_tokens"),
         ({"speculative_config": {"method": "eagle3", "model": "x", "num_speculative_tokens": 3}}, "not supported"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
+                                 "draft_sample_method": "probabilistic"}}, "draft_sample_method"),
         ({"pipeline_parallel_size": 2}, "pipeline parallelism"),
         ({"data_parallel_size": 2}, "data parallelism"),
     ],
