@@ -83,6 +83,18 @@ LEDGER: dict[str, LedgerEntry] = {
         upstream="0005-cpu-scratchpad-per-thread.patch",
         removal="When vLLM's CPU scratchpad and oneDNN stream are thread_local.",
     ),
+    "cpu_sampling_expand": LedgerEntry(
+        what="vllm.v1.sample.rejection_sampler.expand_batch_to_tokens",
+        why="On CPU the expand kernel's wrapper passes int64 copies of float32/int32 "
+        "tensors to a C++ kernel, so the expanded temperature, top-k and top-p stay "
+        "uninitialised: stock speculative decoding samples from a wrong distribution "
+        "at temperature > 0.",
+        how="Tensors that are not int64 are expanded with torch.repeat_interleave; "
+        "int64 ones still go to vLLM's kernel. Applied by MineDraft's worker on CPU "
+        "platforms without Triton only.",
+        upstream="0006-cpu-expand-kernel-dtypes.patch",
+        removal="When vLLM's CPU _expand_kernel_impl handles every dtype.",
+    ),
 }
 
 _lock = threading.Lock()
@@ -109,7 +121,12 @@ def apply_plugin_patches() -> None:
 
 
 def apply_worker_patches() -> None:
+    from vllm.platforms import current_platform
+    from vllm.triton_utils import HAS_TRITON
+
     _apply("forward_context")
+    if current_platform.is_cpu() and not HAS_TRITON:
+        _apply("cpu_sampling_expand")
 
 
 def apply_cpu_overlap_patches() -> None:
