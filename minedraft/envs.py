@@ -25,8 +25,19 @@ def mode() -> str:
 
 
 def fault_injection() -> str | None:
-    """Test hook: ``draft_lane`` makes the next draft-lane job raise."""
+    """Test hook: ``draft_lane`` makes the next draft-lane job raise;
+    ``draft_lane_stall`` makes every draft-lane job touch
+    ``MINEDRAFT_FAULT_MARKER`` and then take ``MINEDRAFT_FAULT_STALL_S``
+    seconds (default 5) before drafting."""
     return os.environ.get("MINEDRAFT_INJECT_FAULT") or None
+
+
+def fault_marker() -> str | None:
+    return os.environ.get("MINEDRAFT_FAULT_MARKER") or None
+
+
+def fault_stall_s() -> float:
+    return float(os.environ.get("MINEDRAFT_FAULT_STALL_S", "5"))
 
 
 def lane_threads() -> int | None:

@@ -17,6 +17,7 @@ the lane has finished (the drafter's buffers belong to one call at a time).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 
 from vllm.config import CompilationMode
@@ -96,8 +97,7 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         self._lane_drafts = None
         job, self._captured_job = self._captured_job, None
         if job is not None:
-            if envs.fault_injection() == "draft_lane":
-                job = DraftJob(job.req_ids, _raise_injected_fault, (), {})
+            job = _inject_fault(job, envs.fault_injection())
             run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
             self.draft_lane.submit(run)
 
@@ -155,7 +155,26 @@ def _merge(a: DraftTokenIds | None, b: DraftTokenIds | None) -> DraftTokenIds | 
     return DraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids)
 
 
+def _inject_fault(job: DraftJob, fault: str | None) -> DraftJob:
+    """Tests only (MINEDRAFT_INJECT_FAULT): a failing or a stalled draft job."""
+    if fault == "draft_lane":
+        return DraftJob(job.req_ids, _raise_injected_fault, (), {})
+    if fault == "draft_lane_stall":
+        return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
+    return job
+
+
 def _raise_injected_fault():
     raise RuntimeError("injected draft-lane fault (MINEDRAFT_INJECT_FAULT=draft_lane)")
 
 
+def _stalled(propose):
+    def stalled(*args, **kwargs):
+        marker = envs.fault_marker()
+        if marker:
+            with open(marker, "a") as f:
+                f.write("draft job started\n")
+        time.sleep(envs.fault_stall_s())
+        return propose(*args, **kwargs)
+
+    return stalled
