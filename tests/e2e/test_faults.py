@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from engine_child import run_script
 
 pytestmark = pytest.mark.e2e
 
@@ -224,14 +224,7 @@ def child_main() -> None:
 
 def run_child(workdir: Path, scenario: str, env: dict | None = None) -> dict:
     out = workdir / f"{scenario}.json"
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "MINEDRAFT_MODE": "parallel",
-           **(env or {})}
-    proc = subprocess.run([sys.executable, __file__, scenario, str(out)], capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT, env=env, cwd=Path(__file__).parents[2])
-    if proc.returncode != 0 or not out.exists():
-        lines = (proc.stdout + proc.stderr).splitlines()
-        raise RuntimeError(f"{scenario} failed (exit {proc.returncode}):\n" + "\n".join(lines[-40:]))
-    return json.loads(out.read_text())
+    return run_script(__file__, [scenario, str(out)], out, scenario, CHILD_TIMEOUT, env)
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from engine_child import run_script
 
 pytestmark = pytest.mark.e2e
 
@@ -265,15 +265,7 @@ def run_child(tmp_dir: Path, spec: dict) -> dict:
     name = spec["mode"]
     spec_path, out_path = tmp_dir / f"{name}.spec.json", tmp_dir / f"{name}.out.json"
     spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "MINEDRAFT_MODE": "parallel"}
-    proc = subprocess.run([sys.executable, __file__, str(spec_path), str(out_path)], capture_output=True,
-                          text=True, timeout=CHILD_TIMEOUT, env=env, cwd=Path(__file__).parents[2])
-    if proc.returncode != 0 or not out_path.exists():
-        lines = (proc.stdout + proc.stderr).splitlines()
-        errors = [x for x in lines if "Error" in x or "error" in x]
-        raise RuntimeError(f"{name} engine failed (exit {proc.returncode}):\n" + "\n".join(errors[-15:])
-                           + "\n--- tail ---\n" + "\n".join(lines[-25:]))
-    return json.loads(out_path.read_text())
+    return run_script(__file__, [str(spec_path), str(out_path)], out_path, f"{name} engine", CHILD_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
