@@ -49,7 +49,7 @@ BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
 
 # The sweep (concurrency x k x draft, three modes; writes benchmarks/results/<device>/),
-# then the suites. ~15 min on 2 idle cores.
+# then the suites. ~15 min on 2 idle cores (the sweep ~12-13 min).
 bench: setup
 	$(PY) benchmarks/sweep.py --device $(DEVICE)
 	$(BENCH)
