@@ -51,14 +51,13 @@ class _StepRecord(NamedTuple):
     parallel_allowed: bool
     has_decodes: bool
     started: float
-    tokens: int = 0
+    tokens: int | None = None  # set by update_from_output
 
 
 class MineDraftScheduler(Scheduler):
-    # The step scheduled last: in flight until update_from_output, then
-    # finished (with its output tokens) until the next schedule() times it.
-    _step_in_flight: _StepRecord | None = None
-    _step_finished: _StepRecord | None = None
+    # The step scheduled last; the next schedule() times it once
+    # update_from_output has counted its output tokens.
+    _last_step: _StepRecord | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -93,12 +92,12 @@ class MineDraftScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
-        step, self._step_in_flight = self._step_in_flight, None
+        step, self._last_step = self._last_step, None
         # With nothing left to run the engine idles until the next request:
         # that gap is not step time, so such a step is not timed.
         if step is not None and self.has_unfinished_requests():
             tokens = sum(len(ids) for ids in model_runner_output.sampled_token_ids)
-            self._step_finished = step._replace(tokens=tokens)
+            self._last_step = step._replace(tokens=tokens)
         return outputs
 
     def _time_finished_step(self, now: float) -> None:
@@ -106,8 +105,8 @@ class MineDraftScheduler(Scheduler):
         this one: the engine joins the draft lane after update_from_output
         (``take_draft_token_ids`` in its post-step), and a parallel step that
         waits there must be charged for it."""
-        step, self._step_finished = self._step_finished, None
-        if step is not None:
+        step, self._last_step = self._last_step, None
+        if step is not None and step.tokens is not None:
             self.mode_policy.observe(step.parallel_allowed, step.has_decodes, step.tokens, now - step.started)
 
     def _decode_requests(self) -> list[Request]:
@@ -153,7 +152,7 @@ class MineDraftScheduler(Scheduler):
         parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
         # Steps that verify or draft nothing tell the mode policy nothing.
         has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
-        self._step_in_flight = _StepRecord(parallel_allowed, has_decodes, started)
+        self._last_step = _StepRecord(parallel_allowed, has_decodes, started)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
         self._drafting = (

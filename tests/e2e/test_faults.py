@@ -196,8 +196,9 @@ async def run_shutdown(marker: str) -> dict:
     # vLLM's processes (engine core, worker) must go while the draft job
     # still stalls; Python's multiprocessing resource tracker outlives them
     # by design (it exits with this process).
-    engine_procs = [p for p in psutil.Process().children(recursive=True)
-                    if "resource_tracker" not in describe([p]).get(p.pid, "")]
+    children = psutil.Process().children(recursive=True)
+    names = describe(children)
+    engine_procs = [p for p in children if "resource_tracker" not in names[p.pid]]
     _, still_running = psutil.wait_procs(engine_procs, timeout=STALL_S / 2)
     gone_s = time.monotonic() - started
     alive = describe(p for p in still_running if p.status() != psutil.STATUS_ZOMBIE)
