@@ -10,9 +10,10 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   classified as parallel or fallback and the lane plan is attached to the
   output (``MineDraftSchedulerOutput``).
 * ``update_from_output``: the step's output tokens are noted for the mode
-  policy (``auto`` measures parallel steps against plain SD); the step's
-  duration is taken at the next ``schedule``, so it includes the engine's
-  post-step, where a parallel step joins the draft lane.
+  policy (``auto`` runs plain SD unless parallel steps are measured to win at
+  the current load, see core/mode_policy.py); the step's duration is taken
+  at the next ``schedule``, so it includes the engine's post-step, where a
+  parallel step joins the draft lane.
 * ``update_draft_token_ids``: drafts arriving for requests that were
   preempted while on the draft lane are dropped.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
@@ -38,7 +39,8 @@ from vllm.v1.request import Request, RequestStatus
 
 from minedraft import envs
 from minedraft.core.lanes import choose_held, is_balanced
-from minedraft.core.mode_policy import ModePolicy
+from minedraft.core.mode_policy import Load, ModePolicy
+from minedraft.core.mode_prior import make_prior, placement
 from minedraft.core.output import MineDraftSchedulerOutput
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
 
@@ -49,7 +51,7 @@ class _StepRecord(NamedTuple):
     """A step as the mode policy sees it."""
 
     parallel_allowed: bool
-    has_decodes: bool
+    load: Load  # decodes == 0: the step verified and drafted nothing
     started: float
     tokens: int | None = None  # set by update_from_output
 
@@ -68,7 +70,10 @@ class MineDraftScheduler(Scheduler):
         self._due: set[str] = set()
         self.minedraft_stats = MineDraftStats()
         self.minedraft_totals = MineDraftStats()
-        self.mode_policy = ModePolicy(envs.mode())
+        self.lane_placement = placement(self.vllm_config.device_config.device_type, envs.lane_mode())
+        self.mode_policy = ModePolicy(envs.mode(), prior=make_prior(self.lane_placement), on_change=logger.info)
+        # Prefill and decode tokens of the last step: the load's mix for the next one.
+        self._last_mix = (0, 0)
 
     @property
     def drafting_req_ids(self) -> frozenset[str]:
@@ -85,10 +90,11 @@ class MineDraftScheduler(Scheduler):
             return super().schedule(throttle_prefills)
         started = time.perf_counter()
         self._time_finished_step(started)
-        allowed = self.mode_policy.parallel_allowed()
+        load = self._current_load()
+        allowed = self.mode_policy.parallel_allowed(load)
         self._hold_back_for_this_step(allowed)
         output = super().schedule(throttle_prefills)
-        return self._plan_lanes(output, allowed, started)
+        return self._plan_lanes(output, allowed, load, started)
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
@@ -107,10 +113,13 @@ class MineDraftScheduler(Scheduler):
         waits there must be charged for it."""
         step, self._last_step = self._last_step, None
         if step is not None and step.tokens is not None:
-            self.mode_policy.observe(step.parallel_allowed, step.has_decodes, step.tokens, now - step.started)
+            self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
+
+    def _current_load(self) -> Load:
+        return Load.of(len(self._decode_requests()), self.num_spec_tokens, *self._last_mix)
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         decodes = self._decode_requests()
@@ -136,7 +145,7 @@ class MineDraftScheduler(Scheduler):
                 request.next_decode_eligible_step = skip_until
 
     def _plan_lanes(
-        self, output: SchedulerOutput, parallel_allowed: bool, started: float
+        self, output: SchedulerOutput, parallel_allowed: bool, load: Load, started: float
     ) -> MineDraftSchedulerOutput:
         scheduled = output.num_scheduled_tokens
         running_ids = {r.request_id for r in self.running}
@@ -152,7 +161,10 @@ class MineDraftScheduler(Scheduler):
         parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
         # Steps that verify or draft nothing tell the mode policy nothing.
         has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
-        self._last_step = _StepRecord(parallel_allowed, has_decodes, started)
+        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started)
+        spec = output.scheduled_spec_decode_tokens
+        decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
+        self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
         self._drafting = (
@@ -162,7 +174,8 @@ class MineDraftScheduler(Scheduler):
         )
         self._due = next_due
         for stats in (self.minedraft_stats, self.minedraft_totals):
-            stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed)
+            stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
+                               probing=self.mode_policy.probing is not None)
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
 
     # ------------------------------------------------------------------ drafts

@@ -20,11 +20,13 @@ _COUNTERS = {
     "fallback_steps": "Engine steps that ran plain speculative decoding.",
     "verified_requests": "Requests verified, summed over steps.",
     "draft_only_requests": "Requests drafted on the draft lane, summed over steps.",
+    "probe_steps": "Steps auto allowed parallel mode only to measure it against plain SD.",
 }
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",
     "draft_group_size": "Requests on the draft lane in the last step.",
-    "parallel_mode_allowed": "1 if the mode policy allows parallel steps now (MINEDRAFT_MODE).",
+    "parallel_mode_allowed": "1 if the mode policy allowed parallel steps in the last step "
+    "(auto: its current choice, or a probe; MINEDRAFT_MODE).",
 }
 
 

@@ -19,10 +19,13 @@ class MineDraftStats:
     verify_group_size: int = 0  # last step's verify group
     draft_group_size: int = 0  # last step's draft-only group
     parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
+    probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
 
     def observe_step(
-        self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool
+        self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool,
+        probing: bool = False,
     ) -> None:
+        self.probe_steps += int(probing)
         if parallel:
             self.parallel_steps += 1
         else:

@@ -39,6 +39,8 @@ import numpy as np
 
 # Where the CPU measurements live in a source checkout.
 CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cpu" / "step_overlap.json"
+# The copy shipped in the package (calibration/README.md): what ``auto``'s prior reads.
+PACKAGED_CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parent / "calibration" / "cpu_step_overlap.json"
 
 
 @dataclass(frozen=True)
