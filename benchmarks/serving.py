@@ -4,9 +4,11 @@ Servers (all on 127.0.0.1, the kit's target, k = 3 drafts from the kit's perturb
 
 * ``no_sd``: the target alone;
 * ``stock_sd``: vLLM's speculative decoding (``draft_model``);
-* ``minedraft``: the same plus ``--scheduler-cls minedraft`` with the product default
-  ``MINEDRAFT_MODE=auto`` (measures parallel vs plain SD steps, keeps the faster);
+* ``minedraft_auto``: the same plus ``--scheduler-cls minedraft`` with the product default
+  ``MINEDRAFT_MODE=auto`` (plain SD unless parallel steps are measured to win);
 * ``minedraft_parallel``: MineDraft pinned to parallel steps (``MINEDRAFT_MODE=parallel``).
+
+Scenarios: output length (short and long runs) x max concurrency x request rate.
 
 Design:
 
@@ -54,6 +56,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from minedraft.modes import MINEDRAFT_MODE_ENV
+
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 MARK_BEGIN, MARK_END = "<!-- serving:begin -->", "<!-- serving:end -->"
@@ -76,8 +80,8 @@ MODES = {
     for m in (
         Mode("no_sd", speculative=False, minedraft_mode=None),
         Mode("stock_sd", speculative=True, minedraft_mode=None),
-        Mode("minedraft", speculative=True, minedraft_mode="auto"),
-        Mode("minedraft_parallel", speculative=True, minedraft_mode="parallel"),
+        Mode("minedraft_auto", speculative=True, minedraft_mode=MINEDRAFT_MODE_ENV["minedraft_auto"]),
+        Mode("minedraft_parallel", speculative=True, minedraft_mode=MINEDRAFT_MODE_ENV["minedraft_parallel"]),
     )
 }
 
@@ -90,7 +94,7 @@ class Config:
     concurrency: tuple[int, ...]
     num_prompts: int
     input_len: int
-    output_len: int
+    output_lens: tuple[int, ...]
     range_ratio: float  # lengths uniform in [len * (1 - r), len * (1 + r)]
     k: int
     slo_ttft_ms: float
@@ -232,10 +236,11 @@ class Scenario:
     # Same seed for every mode (same prompts and arrivals), a new one per scenario: vLLM's
     # prefix cache would otherwise serve the prompts of earlier scenarios.
     seed: int
+    output_len: int
 
     @property
     def label(self) -> str:
-        return f"rate={format_rate(self.rate)} conc={self.concurrency}"
+        return f"out={self.output_len} rate={format_rate(self.rate)} conc={self.concurrency}"
 
 
 def format_rate(rate: float) -> str:
@@ -249,7 +254,7 @@ def bench_argv(server: Server, cfg: Config, kit, num_prompts: int, scenario: Sce
         "--backend", "openai", "--base-url", server.url, "--endpoint", "/v1/completions",
         "--model", MODEL_NAME, "--tokenizer", str(kit.tokenizer),
         "--dataset-name", "random", "--random-input-len", str(cfg.input_len),
-        "--random-output-len", str(cfg.output_len), "--random-range-ratio", str(cfg.range_ratio),
+        "--random-output-len", str(scenario.output_len), "--random-range-ratio", str(cfg.range_ratio),
         "--num-prompts", str(num_prompts), "--request-rate", format_rate(scenario.rate),
         "--max-concurrency", str(scenario.concurrency), "--seed", str(scenario.seed),
         "--temperature", "0", "--ignore-eos",
@@ -352,10 +357,10 @@ def summarize(raw: dict) -> dict:
 
 
 def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path) -> list[dict]:
-    rate_conc = [(r, c) for c in cfg.concurrency for r in cfg.rates]
-    scenarios = [Scenario(r, c, seed=i + 1) for i, (r, c) in enumerate(rate_conc)]
+    grid = [(o, r, c) for o in cfg.output_lens for c in cfg.concurrency for r in cfg.rates]
+    scenarios = [Scenario(r, c, seed=i + 1, output_len=o) for i, (o, r, c) in enumerate(grid)]
     log = work / "bench.log"
-    warmup = Scenario(math.inf, max(cfg.concurrency), seed=0)
+    warmup = Scenario(math.inf, max(cfg.concurrency), seed=0, output_len=min(cfg.output_lens))
     for name, server in servers.items():  # not recorded
         argv = bench_argv(server, cfg, kit, cfg.warmup_prompts, warmup, work, f"warmup-{name}.json")
         run_bench(argv, work / f"warmup-{name}.json", log)
@@ -371,7 +376,8 @@ def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path) -> list[
 
 
 def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, log: Path) -> dict:
-    filename = f"{server.mode.name}-r{format_rate(scenario.rate)}-c{scenario.concurrency}.json"
+    filename = (f"{server.mode.name}-o{scenario.output_len}-r{format_rate(scenario.rate)}"
+                f"-c{scenario.concurrency}.json")
     argv = bench_argv(server, cfg, kit, cfg.num_prompts, scenario, work, filename)
     server.check_alive()
     before = scrape_minedraft_steps(server)
@@ -379,7 +385,8 @@ def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, lo
     server.check_alive()
     share = parallel_share(before, scrape_minedraft_steps(server))
     return {"mode": server.mode.name, "request_rate": format_rate(scenario.rate),
-            "max_concurrency": scenario.concurrency, "seed": scenario.seed, **row, "parallel_step_share": share,
+            "max_concurrency": scenario.concurrency, "output_len": scenario.output_len, "seed": scenario.seed,
+            **row, "parallel_step_share": share,
             "command": "minedraft bench serve " + shlex.join(argv)}
 
 
@@ -420,21 +427,28 @@ def to_markdown(result: dict) -> str:
         f"TPOT <= {slo['tpot_ms']:g} ms. Latencies in ms as p50 / p90 / p99 / mean."
         + load_note(result),
         "",
-        "| rate (req/s) | max conc | mode | out tok/s | TTFT | TPOT | ITL | E2E | goodput req/s (SLO met) "
-        "| accept len | parallel steps |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| output len | rate (req/s) | max conc | mode | out tok/s | vs stock SD | TTFT | TPOT | ITL | E2E "
+        "| goodput req/s (SLO met) | accept len | parallel steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = {m: i for i, m in enumerate(result["config"]["modes"])}
-    rows = sorted(result["runs"], key=lambda r: (r["max_concurrency"], rate_order(r["request_rate"]),
-                                                 order.get(r["mode"], 99)))
+    rows = sorted(result["runs"], key=lambda r: (r.get("output_len", 0), r["max_concurrency"],
+                                                 rate_order(r["request_rate"]), order.get(r["mode"], 99)))
+    stock = {scenario_key(r): r["output_throughput"] for r in rows if r["mode"] == "stock_sd"}
     for r in rows:
+        base = stock.get(scenario_key(r))
+        ratio = "-" if not base else f"{r['output_throughput'] / base:.2f}x"
         goodput = "-" if r["goodput"] is None else f"{r['goodput']:.2f} ({100 * r['slo_attainment']:.0f} %)"
         share = "-" if r["parallel_step_share"] is None else f"{100 * r['parallel_step_share']:.0f} %"
         accept = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}"
-        lines.append(f"| {r['request_rate']} | {r['max_concurrency']} | {r['mode']} | {r['output_throughput']:.0f} "
-                     f"| {cell(r['ttft'])} | {cell(r['tpot'])} | {cell(r['itl'])} | {cell(r['e2el'])} "
+        lines.append(f"| {r.get('output_len', '-')} | {r['request_rate']} | {r['max_concurrency']} | {r['mode']} "
+                     f"| {r['output_throughput']:.0f} | {ratio} | {cell(r['ttft'])} | {cell(r['tpot'])} | {cell(r['itl'])} | {cell(r['e2el'])} "
                      f"| {goodput} | {accept} | {share} |")
     return "\n".join(lines)
+
+
+def scenario_key(run: dict) -> tuple:
+    return run.get("output_len"), run["request_rate"], run["max_concurrency"]
 
 
 def load_note(result: dict) -> str:
@@ -467,26 +481,27 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     runs, modes = result["runs"], result["config"]["modes"]
-    concs = sorted({r["max_concurrency"] for r in runs})
+    concs = sorted({(r.get("output_len", 0), r["max_concurrency"]) for r in runs})
     rates = sorted({r["request_rate"] for r in runs}, key=rate_order)
     colors = dict(zip(MODES, ("k", "b", "r", "orange")))
     fig, axes = plt.subplots(3, len(concs), figsize=(4.5 * len(concs), 9), squeeze=False)
-    for col, conc in enumerate(concs):
-        by = {(r["mode"], r["request_rate"]): r for r in runs if r["max_concurrency"] == conc}
+    for col, (out, conc) in enumerate(concs):
+        by = {(r["mode"], r["request_rate"]): r for r in runs
+              if r["max_concurrency"] == conc and r.get("output_len", 0) == out}
         for row, (metric, title) in enumerate((("ttft", "TTFT p50 (ms)"), ("tpot", "TPOT p50 (ms)"))):
             ax = axes[row][col]
             for mode in modes:
                 xs = [i for i, rate in enumerate(rates) if (mode, rate) in by]
                 ax.plot(xs, [by[(mode, rates[i])][metric]["p50"] for i in xs], marker="o",
                         color=colors.get(mode), label=mode)
-            ax.set_title(f"{title}, max concurrency {conc}", fontsize=9)
+            ax.set_title(f"{title}, max conc {conc}, output {out}", fontsize=9)
         ax = axes[2][col]
         width = 0.8 / len(modes)
         for j, mode in enumerate(modes):
             xs = [i for i, rate in enumerate(rates) if (mode, rate) in by]
             ax.bar([x + (j - (len(modes) - 1) / 2) * width for x in xs],
                    [by[(mode, rates[i])]["goodput"] or 0 for i in xs], width, color=colors.get(mode), label=mode)
-        ax.set_title(f"goodput (req/s meeting the SLO), max concurrency {conc}", fontsize=9)
+        ax.set_title(f"goodput (req/s in SLO), max conc {conc}, output {out}", fontsize=9)
         for ax in axes[:, col]:
             ax.set_xticks(range(len(rates)), rates)
             ax.set_xlabel("request rate (req/s)")
@@ -511,7 +526,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, nargs="+", help="max concurrency values")
     p.add_argument("--num-prompts", type=int, help="requests per run")
     p.add_argument("--input-len", type=int, default=64)
-    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--output-len", type=int, nargs="+", default=[32, 256],
+                   help="mean output lengths, one scenario set each (short and long runs)")
     p.add_argument("--range-ratio", type=float, default=0.5)
     p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
     # Defaults for this 2-core CPU and the kit's tiny models: unloaded TTFT is ~50 ms and TPOT
@@ -530,10 +546,10 @@ def make_config(args: argparse.Namespace) -> Config:
     return Config(
         # --quick leaves out one server: four engines starting together dominate its time.
         device=args.device, modes=tuple(args.modes or (tuple(MODES)[:3] if quick else MODES)),
-        rates=tuple(args.rates or ((4.0, math.inf) if quick else (2.0, 8.0, math.inf))),
+        rates=tuple(args.rates or (4.0, math.inf)),
         concurrency=tuple(args.concurrency or ((4,) if quick else (4, 16))),
         num_prompts=args.num_prompts or (8 if quick else 24),
-        input_len=args.input_len, output_len=args.output_len, range_ratio=args.range_ratio, k=args.k,
+        input_len=args.input_len, output_lens=tuple(args.output_len), range_ratio=args.range_ratio, k=args.k,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
     )
 
@@ -549,11 +565,11 @@ def measure(cfg: Config) -> dict:
         print(f"servers ready after {time.monotonic() - start:.0f} s", flush=True)
         runs = run_sweep(cfg, kit, servers, work)
     lo, hi = round(cfg.input_len * (1 - cfg.range_ratio)), round(cfg.input_len * (1 + cfg.range_ratio))
-    olo, ohi = round(cfg.output_len * (1 - cfg.range_ratio)), round(cfg.output_len * (1 + cfg.range_ratio))
+    outs = ", ".join(f"{round(o * (1 - cfg.range_ratio))}-{round(o * (1 + cfg.range_ratio))}" for o in cfg.output_lens)
     return {
         "device": device_description(cfg.device),
         "workload": (f"vllm bench serve, random dataset, {cfg.num_prompts} requests per run, input {lo}-{hi} "
-                     f"tokens, output {olo}-{ohi} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}"),
+                     f"tokens, output {outs} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}"),
         "slo": {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms},
         "config": {**cfg.__dict__, "rates": [format_rate(r) for r in cfg.rates], "modes": list(cfg.modes)},
         "total_seconds": round(time.monotonic() - start, 1),

@@ -1,18 +1,19 @@
 """Offline throughput sweep: no SD, stock SD and MineDraft through real vLLM engines.
 
-Sweeps concurrency (running requests), k (num_speculative_tokens) and the
-draft, in three modes:
+Sweeps concurrency (running requests), k (num_speculative_tokens), the draft
+and the output length (short and long runs), in four modes:
 
 * ``no_sd``: the target alone;
 * ``stock_sd``: vLLM's speculative decoding (``method="draft_model"``);
-* ``minedraft``: the same speculative config with ``scheduler_cls="minedraft"``
-  and ``MINEDRAFT_MODE=parallel``, so every step that can overlap does (the
-  ``auto`` policy would fall back to plain SD where overlap loses; this sweep
-  measures the overlap itself). Rows say so in ``minedraft_mode``.
+* ``minedraft_parallel``: the same speculative config with
+  ``scheduler_cls="minedraft"`` and ``MINEDRAFT_MODE=parallel``: every step
+  that can overlap does (the overlap itself);
+* ``minedraft_auto``: the same with the default ``MINEDRAFT_MODE=auto`` (what
+  users get).
 
-Two comparisons, both in every output: ``equal_concurrency`` (every mode runs
-N requests at once) and ``paper`` (MineDraft runs 2N, so each of its two
-sub-batches is as large as stock SD's batch of N).
+Two comparisons: ``equal_concurrency`` (every mode runs N requests at once)
+and ``paper`` (``minedraft_parallel`` runs 2N, so each of its two sub-batches
+is as large as stock SD's batch of N).
 
 Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``)
 that answers JSON commands on stdin with one JSON line on a private pipe
@@ -35,17 +36,12 @@ the same work. TTFT and TPOT come from vLLM's per-request stats
 ``first_token_latency`` (arrival to first token, queueing included), TPOT is
 ``(last_token_ts - first_token_ts) / (tokens - 1)``.
 
-On CPU (the kit's tiny Llama pair, float32) workers run vLLM's engine core
-in-process by default (``--engine-core inproc``,
-``VLLM_ENABLE_V1_MULTIPROCESSING=0``): a worker is ready in ~12-18 s instead
-of ~25-65 s, which is what lets the default sweep fit its ~14 minutes, and
-``LLM.get_metrics()`` still has the spec-decode and MineDraft counters. This
-is not neutral on 2 cores: with vLLM's default separate engine-core process
-(``--engine-core process``; what serving uses) the front end and the engine
-core compete for the cores, stock SD slowed by 20-30 % and MineDraft barely
-moved (one run, k=3, 2 repeats: paper ratio 1.15x and 1.03x at N=4 and 16
-against 0.69x and 0.85x in-process).
-On CUDA the default is ``process``. ``--device cuda`` uses realistic shapes with dummy weights
+Engine layout: vLLM's default, the engine core in its own process
+(``--engine-core process``), which is what users get. ``--engine-core inproc``
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) starts workers faster (~12-18 s
+instead of ~25-65 s) but is not neutral on 2 cores: with a separate
+engine-core process the front end and the engine core compete for the
+cores (stock SD measured 20-30 % slower); rows and meta carry the layout. ``--device cuda`` uses realistic shapes with dummy weights
 (``minedraft.kit.shapes``), bfloat16 and vLLM's synthetic rejection sampler.
 
     python benchmarks/sweep.py                       # the full CPU sweep
@@ -78,13 +74,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
-MODES = ("no_sd", "stock_sd", "minedraft")
+from minedraft.modes import BENCH_MODES as MODES, MINEDRAFT_MODE_ENV, MODE_LABELS  # noqa: E402
+
 COMPARISONS = ("equal_concurrency", "paper")
-MODE_LABELS = {"no_sd": "no SD", "stock_sd": "stock SD", "minedraft": "MineDraft (parallel pinned)"}
 README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
 
-DEFAULTS = dict(ks=[1, 2, 3, 4, 5], concurrency=[1, 4, 8, 16, 32], repeats=3)
-QUICK = dict(ks=[1, 3], concurrency=[1, 8], repeats=1)
+# Long runs cost 8x the tokens: fewer concurrencies, fewer repeats (each run is longer, so less noisy).
+DEFAULTS = dict(ks=[1, 3, 5], concurrency=[1, 4, 8, 16, 32], repeats=5, output_tokens=[32, 256],
+                long_concurrency=[1, 8, 32], long_repeats=3)
+QUICK = dict(ks=[1, 3], concurrency=[1, 8], repeats=1, output_tokens=[32], long_concurrency=[8], long_repeats=1)
+LONG_OUTPUT = 128  # output lengths above this are "long" runs
 MAX_REQUESTS = 64  # 2N for N = 32: engines are sized for it
 COMMAND_TIMEOUT_S = 900
 
@@ -119,7 +118,7 @@ def _generate(llm, prompts: list[list[int]], output_tokens: int):
 
 
 COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens",
-            "minedraft:parallel_steps", "minedraft:fallback_steps")
+            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps")
 
 
 def counters(llm) -> dict[str, float]:
@@ -142,7 +141,7 @@ def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
     ttft = [o.metrics.first_token_latency for o in outputs]
     tpot = [(o.metrics.last_token_ts - o.metrics.first_token_ts) / (o.metrics.num_generation_tokens - 1)
             for o in outputs if o.metrics.num_generation_tokens > 1]
-    return {"elapsed_s": elapsed, "output_tokens": tokens, "tok_s": tokens / elapsed,
+    return {"elapsed_s": elapsed, "generated_tokens": tokens, "tok_s": tokens / elapsed,
             "ttft_ms_p50": 1e3 * statistics.median(ttft),
             "tpot_ms_p50": 1e3 * statistics.median(tpot) if tpot else None,
             "counters": {name: after[name] - before[name] for name in COUNTERS}}
@@ -289,7 +288,9 @@ def cpu_setup(args) -> Setup:
         device="cpu", device_label=cpu_label(), pairs=drafts,
         target_names=dict.fromkeys(drafts, "target"),
         engine={**common_engine_kwargs(args), "dtype": "float32", "enforce_eager": True},
-        env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu"},
+        # Four engines up at once: 1 GiB of KV each (vLLM's CPU default sizes it from free memory).
+        env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu",
+             "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")},
         interleave=True, meta={"models": "the kit's tiny Llama target and drafts (float32)",
                                "draft_agreement": {n: kit.marker(n).get("agreement") for n in drafts}})
 
@@ -333,7 +334,7 @@ def gpu_memory_shortfall(pair: str, total_bytes: int, args) -> str | None:
     """Why ``pair`` cannot run on this GPU at the sweep's largest batch, or None."""
     from minedraft.kit.shapes import pair_memory_bytes
 
-    kv_tokens = MAX_REQUESTS * (args.prompt_tokens + args.output_tokens + 8)
+    kv_tokens = MAX_REQUESTS * (args.prompt_tokens + max(args.output_tokens) + 8)
     need = pair_memory_bytes(pair, kv_tokens) + GPU_HEADROOM_BYTES
     have = int(total_bytes * GPU_MEMORY_UTILIZATION)
     if need <= have:
@@ -362,9 +363,9 @@ def worker_spec(setup: Setup, draft: str | None, mode: str, k: int | None, warmu
     env = dict(setup.env)
     if mode != "no_sd":
         engine["speculative_config"] = speculative_config(setup, draft, draft_path, k)
-    if mode == "minedraft":
+    if mode in MINEDRAFT_MODE_ENV:
         engine["scheduler_cls"] = "minedraft"
-        env["MINEDRAFT_MODE"] = "parallel"
+        env["MINEDRAFT_MODE"] = MINEDRAFT_MODE_ENV[mode]
     return {"engine": engine, "warmup_prompts": warmup}, env
 
 
@@ -385,25 +386,40 @@ class Job:
     mode: str
     requests: int
     repeat: int
+    output_tokens: int
 
 
-def round_jobs(modes: list[str], n: int, concurrency: list[int], repeat: int, rotation: int) -> list[Job]:
-    """One round at stock SD batch ``n``: each mode at n, MineDraft also at 2n.
+PAPER_MODE = "minedraft_parallel"  # the paper's setting runs the overlap itself at 2N
 
-    MineDraft's 2n run is skipped when 2n is itself a swept N (that round
-    measures it); the order rotates so no mode always runs first.
+
+def round_jobs(modes: list[str], n: int, concurrency: list[int], repeat: int, rotation: int,
+               output_tokens: int) -> list[Job]:
+    """One round at stock SD batch ``n``: each mode at n, parallel MineDraft also at 2n.
+
+    The 2n run is skipped when 2n is itself a swept N (that round measures
+    it); the order rotates so no mode always runs first.
     """
-    jobs = [Job(mode, n, repeat) for mode in modes]
-    if "minedraft" in modes and 2 * n not in concurrency:
-        jobs.append(Job("minedraft", 2 * n, repeat))
+    jobs = [Job(mode, n, repeat, output_tokens) for mode in modes]
+    if PAPER_MODE in modes and 2 * n not in concurrency:
+        jobs.append(Job(PAPER_MODE, 2 * n, repeat, output_tokens))
     shift = rotation % len(jobs)
     return jobs[shift:] + jobs[:shift]
 
 
-def block_jobs(modes: list[str], concurrency: list[int], repeats: int, interleave: bool) -> list[Job]:
+def plan(args, output_tokens: int) -> tuple[list[int], int]:
+    """(concurrency, repeats) for runs of ``output_tokens``: long runs get their own."""
+    if output_tokens > LONG_OUTPUT:
+        return args.long_concurrency, args.long_repeats
+    return args.concurrency, args.repeats
+
+
+def block_jobs(modes: list[str], args, interleave: bool) -> list[Job]:
     """All jobs of one (draft, k): rounds interleaved, or one mode after another."""
-    rounds = [round_jobs(modes, n, concurrency, r, rotation=r + i)
-              for r in range(repeats) for i, n in enumerate(concurrency)]
+    rounds = []
+    for output_tokens in args.output_tokens:
+        concurrency, repeats = plan(args, output_tokens)
+        rounds += [round_jobs(modes, n, concurrency, r, r + i, output_tokens)
+                   for r in range(repeats) for i, n in enumerate(concurrency)]
     jobs = [job for jobs in rounds for job in jobs]
     return jobs if interleave else sorted(jobs, key=lambda j: modes.index(j.mode))
 
@@ -413,13 +429,13 @@ def run_sweep(setup: Setup, args, prompts: list[list[int]]) -> tuple[list[dict],
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="minedraft-sweep-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"worker logs: {log_dir}", flush=True)
-    pool = Pool(max_alive=3 if setup.interleave else 1, log_dir=log_dir)
+    pool = Pool(max_alive=len(MODES) if setup.interleave else 1, log_dir=log_dir)
     samples: list[dict] = []
     try:
         for draft in args.drafts:
             blocks = [(k, list(MODES)) for k in args.ks]
             if not setup.interleave:  # no_sd does not depend on k: once per target
-                blocks = [(None, ["no_sd"])] + [(k, ["stock_sd", "minedraft"]) for k in args.ks]
+                blocks = [(None, ["no_sd"])] + [(k, [m for m in MODES if m != "no_sd"]) for k in args.ks]
             for k, modes in blocks:
                 samples += run_block(setup, args, pool, draft, k, modes, prompts)
                 pool.stop_all(keep=lambda key: key[0] == "no_sd")
@@ -441,14 +457,15 @@ def run_block(setup, args, pool: Pool, draft: str, k, modes: list[str], prompts)
         for worker in workers.values():
             ready_worker(setup, pool, *worker)
     samples, skipped = [], set()
-    for job in block_jobs(modes, args.concurrency, args.repeats, setup.interleave):
+    for job in block_jobs(modes, args, setup.interleave):
         worker = None if job.mode in skipped else ready_worker(setup, pool, *workers[job.mode])
         if worker is None:
             skipped.add(job.mode)
             continue
-        result = worker.run(prompts[:job.requests], args.output_tokens)
+        result = worker.run(prompts[:job.requests], job.output_tokens)
         samples.append({"draft": draft, "target": setup.target_names[draft], "k": k, "mode": job.mode,
-                        "requests": job.requests, "repeat": job.repeat, **result})
+                        "requests": job.requests, "repeat": job.repeat, "output_tokens": job.output_tokens,
+                        **result})
     print_block(samples)
     return samples
 
@@ -478,61 +495,71 @@ def ready_worker(setup: Setup, pool: Pool, key: tuple, spec: dict, env: dict) ->
 def print_block(samples: list[dict]) -> None:
     by = defaultdict(list)
     for s in samples:
-        by[(s["mode"], s["requests"])].append(s["tok_s"])
-    for (mode, n), rates in sorted(by.items()):
-        print(f"    {mode:>9} x{n:<3} {statistics.median(rates):8.1f} tok/s "
+        by[(s["output_tokens"], s["requests"], s["mode"])].append(s["tok_s"])
+    for (out, n, mode), rates in sorted(by.items()):
+        print(f"    out {out:<4} x{n:<3} {mode:>18} {statistics.median(rates):8.1f} tok/s "
               f"({min(rates):.0f}..{max(rates):.0f}, {len(rates)} runs)", flush=True)
 
 
 # ---------------------------------------------------------------- summary rows
 
 
-def summarize(samples: list[dict], device: str) -> list[dict]:
-    """Rows of summary.json: per (comparison, draft, k, N, mode)."""
+def summarize(samples: list[dict], device: str, engine_core: str) -> list[dict]:
+    """Rows of summary.json: per (comparison, output tokens, draft, k, N, mode)."""
     groups = defaultdict(list)
     for s in samples:
-        groups[(s["mode"], s["target"], s["draft"] if s["mode"] != "no_sd" else None,
+        groups[(s["mode"], s["output_tokens"], s["target"], s["draft"] if s["mode"] != "no_sd" else None,
                 s["k"] if s["mode"] != "no_sd" else None, s["requests"])].append(s)
     rows = []
     drafts = sorted({(s["draft"], s["target"]) for s in samples if s["mode"] != "no_sd"})
     for comparison in COMPARISONS:
-        for n in sorted({s["requests"] for s in samples if s["mode"] == "stock_sd"}):
-            for target in sorted({t for _, t in drafts}):
-                base = groups.get(("no_sd", target, None, None, n))
-                if base:
-                    rows.append(make_row(comparison, "no_sd", target, None, None, n, n, base, device))
-            for draft, target in drafts:
-                for k in sorted({s["k"] for s in samples if s["draft"] == draft and s["mode"] == "stock_sd"}):
-                    rows += comparison_rows(comparison, groups, device, target, draft, k, n)
+        for out in sorted({s["output_tokens"] for s in samples}):
+            for n in sorted({s["requests"] for s in samples if s["mode"] == "stock_sd" and s["output_tokens"] == out}):
+                at = (out, n)
+                for target in sorted({t for _, t in drafts}):
+                    base = groups.get(("no_sd", out, target, None, None, n))
+                    if base:
+                        rows.append(make_row(comparison, "no_sd", target, None, None, at, n, base, device))
+                for draft, target in drafts:
+                    for k in sorted({s["k"] for s in samples if s["draft"] == draft and s["mode"] == "stock_sd"}):
+                        rows += comparison_rows(comparison, groups, device, target, draft, k, at)
+    for row in rows:
+        row["engine_core"] = engine_core
     return rows
 
 
-def comparison_rows(comparison, groups, device, target, draft, k, n) -> list[dict]:
-    stock = groups.get(("stock_sd", target, draft, k, n))
-    total = 2 * n if comparison == "paper" else n
-    mine = groups.get(("minedraft", target, draft, k, total))
-    base = groups.get(("no_sd", target, None, None, n))
+def comparison_rows(comparison, groups, device, target, draft, k, at) -> list[dict]:
+    out, n = at
+    stock = groups.get(("stock_sd", out, target, draft, k, n))
+    base = groups.get(("no_sd", out, target, None, None, n))
     rows = []
     if stock:
-        rows.append(make_row(comparison, "stock_sd", target, draft, k, n, n, stock, device, base=base))
-    if mine:
-        rows.append(make_row(comparison, "minedraft", target, draft, k, n, total, mine, device,
-                             base=base, stock=stock))
+        rows.append(make_row(comparison, "stock_sd", target, draft, k, at, n, stock, device, base=base))
+    for mode in MINEDRAFT_MODE_ENV:
+        total = 2 * n if comparison == "paper" else n
+        if comparison == "paper" and mode != PAPER_MODE:
+            continue
+        mine = groups.get((mode, out, target, draft, k, total))
+        if mine:
+            rows.append(make_row(comparison, mode, target, draft, k, at, total, mine, device,
+                                 base=base, stock=stock))
     return rows
 
 
-def make_row(comparison, mode, target, draft, k, n, total, samples, device, base=None, stock=None) -> dict:
+def make_row(comparison, mode, target, draft, k, at, total, samples, device, base=None, stock=None) -> dict:
+    out, n = at
     rates = [s["tok_s"] for s in samples]
     row = {"comparison": comparison, "mode": mode, "device": device, "target": target, "draft": draft,
-           "k": k, "batch_size": n, "total_requests": total,
+           "k": k, "batch_size": n, "total_requests": total, "output_tokens": out,
            "output_tokens_per_s": round(statistics.median(rates), 1),
            "output_tokens_per_s_min": round(min(rates), 1), "output_tokens_per_s_max": round(max(rates), 1),
            "output_tokens_per_s_runs": [round(r, 1) for r in rates],
            "mean_acceptance_length": acceptance_length(samples) if mode != "no_sd" else None,
            "ttft_ms_p50": median_of(samples, "ttft_ms_p50"), "tpot_ms_p50": median_of(samples, "tpot_ms_p50"),
-           "parallel_step_fraction": parallel_fraction(samples) if mode == "minedraft" else None}
-    if mode == "minedraft":
-        row["minedraft_mode"] = "parallel"
+           "parallel_step_fraction": parallel_fraction(samples) if mode in MINEDRAFT_MODE_ENV else None}
+    if mode in MINEDRAFT_MODE_ENV:
+        row["minedraft_mode"] = MINEDRAFT_MODE_ENV[mode]
+        row["probe_steps"] = int(sum(s["counters"].get("minedraft:probe_steps", 0) for s in samples))
         row.update(paired_ratio(samples, stock))
     if base and mode != "no_sd":
         row["vs_no_sd"] = round(row["output_tokens_per_s"] / statistics.median(s["tok_s"] for s in base), 3)
@@ -564,39 +591,45 @@ def paired_ratio(mine: list[dict], stock: list[dict] | None) -> dict:
     ratios = [m["tok_s"] / stock_by_repeat[m["repeat"]] for m in mine if m["repeat"] in stock_by_repeat]
     if not ratios:
         return {"vs_stock_sd": None}
+    stock_median = statistics.median(s["tok_s"] for s in stock)
     return {"vs_stock_sd": round(statistics.median(ratios), 3),
-            "vs_stock_sd_min": round(min(ratios), 3), "vs_stock_sd_max": round(max(ratios), 3)}
+            "vs_stock_sd_min": round(min(ratios), 3), "vs_stock_sd_max": round(max(ratios), 3),
+            # The ratio of the two medians (robust to one slow repeat on either side).
+            "vs_stock_sd_of_medians": round(statistics.median(m["tok_s"] for m in mine) / stock_median, 3)}
 
 
 # ---------------------------------------------------------------- reports
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    """Per comparison: MineDraft / stock SD by (draft, k) x N, then best and worst."""
-    out = [f"Sweep on {meta.get('device_label', '?')}, {meta.get('date', '?')[:10]}: "
-           f"{meta.get('repeats')} repeats, prompt {meta.get('prompt_tokens')} and "
-           f"{meta.get('output_tokens')} output tokens per request, engine core {meta.get('engine_core', '?')}; "
-           "MineDraft pinned to parallel mode. "
-           "Cells: MineDraft / stock SD tok/s, median of per-repeat ratios (min-max).", ""]
-    for comparison in COMPARISONS:
-        mine = [r for r in rows if r["comparison"] == comparison and r["mode"] == "minedraft"
-                and r.get("vs_stock_sd") is not None]
-        if not mine:
-            continue
-        ns = sorted({r["batch_size"] for r in mine})
-        heading = "MineDraft at 2N vs stock SD at N" if comparison == "paper" else "all modes at N"
-        out += [f"**{comparison}** ({heading})", "",
-                "| draft | k | " + " | ".join(f"N={n}" for n in ns) + " |",
-                "|---|---|" + "---|" * len(ns)]
-        cells = {(r["draft"], r["k"], r["batch_size"]): r for r in mine}
-        for draft, k in sorted({(r["draft"], r["k"]) for r in mine}):
-            out.append(f"| {draft} | {k} | " + " | ".join(
-                ratio_cell(cells.get((draft, k, n))) for n in ns) + " |")
-        best = max(mine, key=lambda r: r["vs_stock_sd"])
-        worst = min(mine, key=lambda r: r["vs_stock_sd"])
-        out += ["", f"Best {best['vs_stock_sd']:.2f}x ({describe(best)}), "
-                    f"worst {worst['vs_stock_sd']:.2f}x ({describe(worst)}).", ""]
+    """Per mode, comparison and output length: MineDraft / stock SD by (draft, k) x N."""
+    out = [f"Sweep on {meta.get('device_label', '?')}, {meta.get('date', '?')[:10]}: prompt "
+           f"{meta.get('prompt_tokens')} tokens, outputs of {' and '.join(map(str, meta.get('output_tokens', [])))} "
+           f"tokens (short: {meta.get('repeats')} repeats, long: {meta.get('long_repeats')}), engine core "
+           f"{meta.get('engine_core', '?')}. Cells: MineDraft / stock SD tok/s, median of per-repeat ratios "
+           "(min-max).", ""]
+    for mode in MINEDRAFT_MODE_ENV:
+        for comparison in COMPARISONS:
+            for length in sorted({r["output_tokens"] for r in rows}):
+                mine = [r for r in rows if r["comparison"] == comparison and r["mode"] == mode
+                        and r["output_tokens"] == length and r.get("vs_stock_sd") is not None]
+                if mine:
+                    out += ratio_table(mine, f"**{mode}**, {comparison} "
+                                             f"({'at 2N vs stock SD at N' if comparison == 'paper' else 'all at N'}), "
+                                             f"{length} output tokens")
     return "\n".join(out).rstrip() + "\n"
+
+
+def ratio_table(mine: list[dict], heading: str) -> list[str]:
+    ns = sorted({r["batch_size"] for r in mine})
+    out = [heading, "", "| draft | k | " + " | ".join(f"N={n}" for n in ns) + " |", "|---|---|" + "---|" * len(ns)]
+    cells = {(r["draft"], r["k"], r["batch_size"]): r for r in mine}
+    for draft, k in sorted({(r["draft"], r["k"]) for r in mine}):
+        out.append(f"| {draft} | {k} | " + " | ".join(ratio_cell(cells.get((draft, k, n))) for n in ns) + " |")
+    best = max(mine, key=lambda r: r["vs_stock_sd"])
+    worst = min(mine, key=lambda r: r["vs_stock_sd"])
+    return out + ["", f"Best {best['vs_stock_sd']:.2f}x ({describe(best)}), "
+                      f"worst {worst['vs_stock_sd']:.2f}x ({describe(worst)}).", ""]
 
 
 def ratio_cell(row: dict | None) -> str:
@@ -626,12 +659,18 @@ def plot(rows: list[dict], out_dir: Path, device_label: str) -> list[Path]:
 
     matplotlib.use("Agg")
     paths = []
-    for draft in sorted({r["draft"] for r in rows if r["draft"]}):
-        paths.append(plot_throughput(rows, draft, out_dir / f"throughput_{draft}.png", device_label))
-        for comparison in COMPARISONS:
-            paths.append(plot_ratio(rows, draft, comparison, out_dir / f"ratio_{comparison}_{draft}.png",
-                                    device_label))
+    for length in sorted({r["output_tokens"] for r in rows}):
+        at = [r for r in rows if r["output_tokens"] == length]
+        for draft in sorted({r["draft"] for r in at if r["draft"]}):
+            paths.append(plot_throughput(at, draft, out_dir / f"throughput_{draft}_out{length}.png", device_label))
+            for mode in MINEDRAFT_MODE_ENV:
+                for comparison in COMPARISONS:
+                    name = f"ratio_{mode}_{comparison}_{draft}_out{length}.png"
+                    paths.append(plot_ratio(at, draft, mode, comparison, out_dir / name, device_label))
     return [p for p in paths if p]
+
+
+COLORS = {"no_sd": "k", "stock_sd": "tab:blue", "minedraft_parallel": "tab:red", "minedraft_auto": "tab:green"}
 
 
 def plot_throughput(rows: list[dict], draft: str, path: Path, device_label: str) -> Path:
@@ -639,35 +678,34 @@ def plot_throughput(rows: list[dict], draft: str, path: Path, device_label: str)
     import matplotlib.pyplot as plt
 
     equal = [r for r in rows if r["comparison"] == "equal_concurrency"]
-    mine_all = [r for r in rows if r["mode"] == "minedraft" and r["draft"] == draft]
-    target = next(r["target"] for r in mine_all + equal if r["draft"] == draft)
+    target = next(r["target"] for r in rows if r["draft"] == draft)
     ks = sorted({r["k"] for r in equal if r["draft"] == draft})
     fig, axes = plt.subplots(1, len(ks), figsize=(max(3.6 * len(ks), 6), 3.6), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], ks):
-        lines = {
-            "no_sd": ("k", [r for r in equal if r["mode"] == "no_sd" and r["target"] == target]),
-            "stock_sd": ("tab:blue", [r for r in equal if r["mode"] == "stock_sd" and r["draft"] == draft
-                                      and r["k"] == k]),
-            "minedraft": ("tab:red", unique_totals([r for r in mine_all if r["k"] == k])),
-        }
-        for mode, (color, series) in lines.items():
+        for mode in MODES:
+            if mode == "no_sd":
+                series = [r for r in equal if r["mode"] == "no_sd" and r["target"] == target]
+            elif mode == PAPER_MODE:  # also at 2N: the paper setting's points
+                series = unique_totals([r for r in rows if r["mode"] == mode and r["draft"] == draft and r["k"] == k])
+            else:
+                series = [r for r in equal if r["mode"] == mode and r["draft"] == draft and r["k"] == k]
             series = sorted(series, key=lambda r: r["total_requests"])
             if series:
                 x = [r["total_requests"] for r in series]
                 y = [r["output_tokens_per_s"] for r in series]
                 err = [[v - r["output_tokens_per_s_min"] for v, r in zip(y, series)],
                        [r["output_tokens_per_s_max"] - v for v, r in zip(y, series)]]
-                ax.errorbar(x, y, yerr=err, color=color, marker="o", ms=3, capsize=2, label=MODE_LABELS[mode])
+                ax.errorbar(x, y, yerr=err, color=COLORS[mode], marker="o", ms=3, capsize=2, label=MODE_LABELS[mode])
         ax.set_xscale("log", base=2)
-        totals = sorted({r["total_requests"] for r in mine_all + equal if r["draft"] in (draft, None)})
+        totals = sorted({r["total_requests"] for r in rows if r["draft"] in (draft, None)})
         ax.set_xticks(totals, [str(t) for t in totals])
         ax.minorticks_off()
         ax.set_title(f"k={k}")
         ax.set_xlabel("running requests")
     axes[0][0].set_ylabel("output tokens/s")
     axes[0][-1].legend(fontsize=7)
-    fig.suptitle(f"{draft}, {device_label}\nMineDraft: MINEDRAFT_MODE=parallel, also run at 2N (paper setting)",
-                 fontsize=8)
+    fig.suptitle(f"{draft}, {rows[0]['output_tokens']} output tokens, {device_label}\n"
+                 "parallel MineDraft also at 2N (paper setting)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -682,7 +720,8 @@ def unique_totals(rows: list[dict]) -> list[dict]:
     return list(by_total.values())
 
 
-def plot_ratio(rows: list[dict], draft: str, comparison: str, path: Path, device_label: str) -> Path | None:
+def plot_ratio(rows: list[dict], draft: str, mode: str, comparison: str, path: Path,
+               device_label: str) -> Path | None:
     """Heat map of MineDraft / stock SD over k x N; 1.0 is white, the scale is logarithmic
     (0.5x and 2x get opposite colours of the same depth)."""
     import math
@@ -690,7 +729,7 @@ def plot_ratio(rows: list[dict], draft: str, comparison: str, path: Path, device
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
 
-    mine = [r for r in rows if r["mode"] == "minedraft" and r["draft"] == draft
+    mine = [r for r in rows if r["mode"] == mode and r["draft"] == draft
             and r["comparison"] == comparison and r.get("vs_stock_sd") is not None]
     if not mine:
         return None
@@ -709,7 +748,8 @@ def plot_ratio(rows: list[dict], draft: str, comparison: str, path: Path, device
     ax.set_yticks(range(len(ks)), [str(k) for k in ks])
     ax.set_xlabel("N, stock SD batch" + (" (MineDraft runs 2N)" if comparison == "paper" else ""))
     ax.set_ylabel("k")
-    ax.set_title(f"MineDraft / stock SD, {comparison}, {draft}\n{device_label}", fontsize=8)
+    ax.set_title(f"{MODE_LABELS[mode]} / stock SD, {comparison}, {draft}, "
+                 f"{mine[0]['output_tokens']} output tokens\n{device_label}", fontsize=8)
     ticks = [math.exp(spread * f) for f in (-1, -0.5, 0, 0.5, 1)]
     bar = fig.colorbar(image, ax=ax)
     bar.ax.minorticks_off()
@@ -730,11 +770,13 @@ def parse_args(argv=None):
     parser.add_argument("--ks", type=int, nargs="+")
     parser.add_argument("--concurrency", type=int, nargs="+", help="stock SD batch sizes N (MineDraft also runs 2N)")
     parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small)")
-    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--repeats", type=int, help="repeats of short runs")
     parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--output-tokens", type=int, default=32)
-    parser.add_argument("--engine-core", choices=["inproc", "process"],
-                        help="where vLLM's engine core runs (default: inproc on cpu, process on cuda; "
+    parser.add_argument("--output-tokens", type=int, nargs="+", help=f"output lengths (> {LONG_OUTPUT}: long runs)")
+    parser.add_argument("--long-concurrency", type=int, nargs="+", help="N of long runs")
+    parser.add_argument("--long-repeats", type=int, help="repeats of long runs")
+    parser.add_argument("--engine-core", choices=["inproc", "process"], default="process",
+                        help="where vLLM's engine core runs (default: its own process, vLLM's default; "
                              "see the module docstring: on 2 cores the choice changes the ratios)")
     parser.add_argument("--acceptance", type=float, help="cuda: per-token synthetic acceptance (default per pair)")
     parser.add_argument("--quick", action="store_true", help="smoke run: k 1 3, N 1 8, one draft, 1 repeat, "
@@ -745,13 +787,12 @@ def parse_args(argv=None):
     parser.add_argument("--markdown", action="store_true", help="print the ratio table")
     parser.add_argument("--update-readme", action="store_true", help=f"write the table into {README.name}")
     args = parser.parse_args(argv)
-    args.engine_core = args.engine_core or ("inproc" if args.device == "cpu" else "process")
     for name, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.quick and args.update_readme and not args.replot:
         parser.error("--update-readme takes a full sweep's table, not --quick's")
-    if max(args.concurrency) * 2 > MAX_REQUESTS:
+    if max(args.concurrency + args.long_concurrency) * 2 > MAX_REQUESTS:
         parser.error(f"--concurrency: 2N must stay <= {MAX_REQUESTS}")
     return args
 
@@ -797,7 +838,7 @@ def sweep(setup: Setup, args) -> tuple[list[dict], dict]:
     started = time.perf_counter()
     samples, pool = run_sweep(setup, args, prompts)
     meta = run_meta(setup, args, pool, time.perf_counter() - started)
-    return summarize(samples, setup.device), meta
+    return summarize(samples, setup.device, args.engine_core), meta
 
 
 def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
@@ -809,9 +850,10 @@ def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
             "vllm_version": f"{vllm_dist} {version(vllm_dist)}",
             "ks": args.ks, "concurrency": args.concurrency, "drafts": args.drafts, "repeats": args.repeats,
             "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+            "long_concurrency": args.long_concurrency, "long_repeats": args.long_repeats,
             "sampling": "temperature 0, ignore_eos, no detokenization",
             "interleaved": setup.interleave, "engine_core": args.engine_core,
-            "minedraft_mode": "parallel (MINEDRAFT_MODE=parallel)",
+            "modes": {m: MINEDRAFT_MODE_ENV.get(m) for m in MODES},
             "engine": {k: v for k, v in setup.engine.items() if k != "model"},
             "worker_env": setup.env, "engine_starts": pool.starts,
             "sweep_seconds": round(elapsed, 1), **setup.meta}

@@ -54,24 +54,32 @@ def main() -> None:
     vocab = llm.get_tokenizer().vocab_size
     reqs = workload(spec["seed"], spec["num_requests"], vocab)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
-    start = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in reqs], params, use_tqdm=False)
-    elapsed = time.perf_counter() - start
+    # Pass 1 is cold (the engine's first requests), later passes warm (same requests again).
+    passes = []
+    for _ in range(spec.get("passes", 1)):
+        start = time.perf_counter()
+        outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in reqs], params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        tokens = [list(o.outputs[0].token_ids) for o in outs]
+        passes.append({"tokens": tokens, "output_tokens_per_s": sum(map(len, tokens)) / elapsed,
+                       "elapsed_s": elapsed})
     metrics = {}
     for m in llm.get_metrics():
         if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
                                     or m.name == "vllm:num_preemptions"):
             metrics[m.name] = metrics.get(m.name, 0) + m.value
-    tokens = [list(o.outputs[0].token_ids) for o in outs]
-    result = {"mode": spec["mode"], "tokens": tokens, "metrics": metrics,
-              "output_tokens_per_s": sum(map(len, tokens)) / elapsed, "elapsed_s": elapsed}
+    result = {"mode": spec["mode"], "metrics": metrics, **passes[0],
+              "warm": [{k: v for k, v in p.items() if k != "tokens"} for p in passes[1:]],
+              "warm_tokens_equal": all(p["tokens"] == passes[0]["tokens"] for p in passes[1:])}
     print("RESULT " + json.dumps(result))
 
 
 def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
-             env: dict | None = None, timeout: int = 600) -> dict:
+             env: dict | None = None, timeout: int = 600, passes: int = 1) -> dict:
+    """Run one mode in a fresh engine; ``passes`` > 1 repeats the workload in the same
+    engine (warm runs, under ``"warm"``)."""
     spec = {"mode": mode, "kit": {"target": target, "draft": draft}, "k": k,
-            "num_requests": num_requests, "seed": seed}
+            "num_requests": num_requests, "seed": seed, "passes": passes}
     proc = subprocess.run([sys.executable, "-m", "minedraft.sidebyside", json.dumps(spec)],
                           capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]

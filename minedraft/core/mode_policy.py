@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-MODES = ("auto", "parallel", "stock")
+from minedraft.modes import RUNTIME_MODES as MODES
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Two formats, told apart by content (:func:`detect_format`):
   engine overhead, MineDraft's are out of sample. The acceptance is the kit's
   (the file does not record it).
 * ``summary`` (``benchmarks/sweep.py``): a list of rows (or an object whose
-  ``rows`` are that list) with ``mode`` in ``no_sd | stock_sd | minedraft``,
+  ``rows`` are that list) with ``mode`` in ``no_sd | stock_sd | minedraft_parallel |
+  minedraft_auto`` (``minedraft`` with ``minedraft_mode`` in older files),
   ``comparison``, ``batch_size`` (N; MineDraft runs 2N in ``paper`` rows),
   ``total_requests``, ``k``, ``draft``, ``output_tokens_per_s``,
   ``mean_acceptance_length`` and ``parallel_step_fraction``. Every row is
@@ -43,6 +44,9 @@ from minedraft.simulator.model import (
 from minedraft.simulator.profile import CPU_STEP_OVERLAP_JSON, LatencyProfile, ModelShape, draft_cost_ratio
 
 FORMATS = ("step_overlap", "summary")
+# A summary row's mode (minedraft.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
+SUMMARY_MODES = {"no_sd": "no_sd", "stock_sd": "stock_sd", "minedraft": "minedraft",
+                 "minedraft_parallel": "minedraft", "minedraft_auto": "minedraft"}
 # step_overlap.json's measured modes -> the model's modes.
 MEASURED_MODES = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft",
                   "minedraft_serial": "minedraft"}
@@ -102,10 +106,11 @@ def detect_format(data: object) -> str:
         return "step_overlap"
     rows = data.get("rows") if isinstance(data, Mapping) else data
     if isinstance(rows, list) and rows and all(isinstance(r, Mapping) for r in rows):
-        if all(r.get("mode") in MODES and "output_tokens_per_s" in r for r in rows):
+        if all(r.get("mode") in SUMMARY_MODES and "output_tokens_per_s" in r for r in rows):
             return "summary"
-        bad = sorted({str(r.get("mode")) for r in rows if r.get("mode") not in MODES})
-        raise ValueError(f"summary rows need mode in {', '.join(MODES)} and output_tokens_per_s (got modes {bad})")
+        bad = sorted({str(r.get("mode")) for r in rows if r.get("mode") not in SUMMARY_MODES})
+        raise ValueError(f"summary rows need mode in {', '.join(SUMMARY_MODES)} and output_tokens_per_s "
+                         f"(got modes {bad})")
     raise ValueError("not a step_overlap.json (object with steps and e2e) nor a summary.json (list of rows)")
 
 
@@ -224,9 +229,12 @@ def check_step_overlap(data: Mapping, path: str | Path, *, tau: float = KIT_TAU,
 
 
 def _row_workload(row: Mapping, meta: Mapping, default: Workload) -> Workload:
-    for src in (row, meta):
-        if src.get("prompt_tokens") is not None and src.get("output_tokens") is not None:
-            return Workload(int(src["prompt_tokens"]), int(src["output_tokens"]))
+    """The row's lengths, else the file's (a sweep of several output lengths lists them in
+    ``meta``: each row then carries its own ``output_tokens``)."""
+    prompt = row.get("prompt_tokens", meta.get("prompt_tokens"))
+    output = row.get("output_tokens", meta.get("output_tokens"))
+    if prompt is not None and isinstance(output, int):
+        return Workload(int(prompt), output)
     return default
 
 
@@ -287,7 +295,7 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
                      f"({draft_fixed_scaling})")
     out = []
     for r in rows:
-        mode = r["mode"]
+        mode = SUMMARY_MODES[r["mode"]]
         k = int(r["k"]) if mode != "no_sd" and r.get("k") else 1
         n = int(r["batch_size"])
         running = 2 * n if r["comparison"] == "paper" and mode == "minedraft" else n
@@ -307,7 +315,7 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
         predicted = predict_mode(p, mode, running, k, alpha=alpha,
                                  workload=workload or _row_workload(r, meta, default),
                                  parallel_step_fraction=fraction)
-        out.append(CheckRow(r["comparison"], k if mode != "no_sd" else 0, n, mode, float(r["output_tokens_per_s"]),
+        out.append(CheckRow(r["comparison"], k if mode != "no_sd" else 0, n, r["mode"], float(r["output_tokens_per_s"]),
                             predicted, draft=draft, tau=None if mode == "no_sd" else tau_used,
                             parallel_step_fraction=measured_fraction))
     if any(r.get("mean_acceptance_length") is None for r in rows if r["mode"] != "no_sd"):

@@ -81,21 +81,25 @@ def test_rates_format_and_sort():
 def result_for_table() -> dict:
     runs = []
     for rate in ("inf", "2"):
-        for mode in ("stock_sd", "no_sd"):
-            runs.append({"mode": mode, "request_rate": rate, "max_concurrency": 4,
-                         "parallel_step_share": None, **serving.summarize(bench_result())})
+        for mode in ("stock_sd", "minedraft_auto", "no_sd"):
+            raw = bench_result(output_throughput=90.0) if mode == "minedraft_auto" else bench_result()
+            runs.append({"mode": mode, "request_rate": rate, "max_concurrency": 4, "output_len": 32,
+                         "parallel_step_share": None, **serving.summarize(raw)})
     return {"device": "cpu (2 cores)", "workload": "w", "slo": {"ttft_ms": 1000.0, "tpot_ms": 50.0},
-            "config": {"modes": ["no_sd", "stock_sd"]}, "runs": runs}
+            "config": {"modes": ["no_sd", "stock_sd", "minedraft_auto"]}, "runs": runs}
 
 
 def test_markdown_table_orders_rows_and_states_the_slo():
     table = serving.to_markdown(result_for_table())
     assert "TTFT <= 1000 ms and TPOT <= 50 ms" in table
-    rows = [line.split(" | ")[:3] for line in table.splitlines() if line.startswith(("| 2 ", "| inf "))]
-    assert rows == [["| 2", "4", "no_sd"], ["| 2", "4", "stock_sd"],
-                    ["| inf", "4", "no_sd"], ["| inf", "4", "stock_sd"]]
+    rows = [line.split(" | ")[:4] for line in table.splitlines() if line.startswith("| 32 ")]
+    assert rows == [["| 32", "2", "4", "no_sd"], ["| 32", "2", "4", "stock_sd"], ["| 32", "2", "4", "minedraft_auto"],
+                    ["| 32", "inf", "4", "no_sd"], ["| 32", "inf", "4", "stock_sd"],
+                    ["| 32", "inf", "4", "minedraft_auto"]]
     assert "| 10.5 / 10.9 / 11.0 / 10.0 |" in table  # TTFT p50 / p90 / p99 / mean
     assert "| 1.50 (75 %) | 2.49 | - |" in table
+    stock = serving.summarize(bench_result())["output_throughput"]
+    assert f"| minedraft_auto | 90 | {90.0 / stock:.2f}x |" in table
 
 
 @pytest.mark.parametrize("before, after", [
