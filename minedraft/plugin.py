@@ -1,52 +1,36 @@
 """vLLM general-plugin entry point (``vllm.general_plugins: minedraft``).
 
 vLLM calls :func:`register` in every process it starts (front end, engine
-core, workers), possibly more than once. It only installs the config patch,
-which does nothing unless ``scheduler_cls`` selects MineDraft.
+core, workers), possibly more than once. On vLLM 0.32.0 it installs the
+plugin-stage patches, which do nothing unless ``scheduler_cls`` selects
+MineDraft. On any other vLLM (or none) it logs one line and patches nothing:
+MineDraft's patches are written against 0.32.0's private functions.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
 
-from minedraft import registry
-from minedraft.config import validate_engine_args, validate_vllm_config
+from minedraft._version import vllm_version_problem
+
+# vLLM configures handlers for its "vllm" logger tree before it loads plugins;
+# a child of it prints in vLLM's format without importing vLLM here.
+_logger = logging.getLogger("vllm.minedraft.plugin")
+_disabled_reported = False
 
 
 def register() -> None:
+    problem = vllm_version_problem()
+    if problem is not None:
+        _report_disabled_once(problem)
+        return
     from minedraft.monkeypatch import apply_plugin_patches
 
     apply_plugin_patches()
 
 
-def select_minedraft_engine_args(engine_args: Any) -> None:
-    """Point ``engine_args`` at MineDraft's classes, after checking them.
-
-    Runs in the front-end process before vLLM builds its config, so a bad
-    configuration is refused before any model loads.
-    """
-    validate_engine_args(engine_args)
-    engine_args.scheduler_cls = registry.SCHEDULER_QUALNAME
-    # MineDraft's scheduler is synchronous: it needs each step's drafts back
-    # before it schedules the next one.
-    engine_args.async_scheduling = False
-    if engine_args.worker_cls == "auto":
-        engine_args.worker_cls = _default_worker_qualname()
-
-
-def validate_selected_config(vllm_config: Any) -> None:
-    validate_vllm_config(vllm_config)
-
-
-def _default_worker_qualname() -> str:
-    from vllm.platforms import current_platform
-
-    if current_platform.is_cpu():
-        return registry.CPU_WORKER_QUALNAME
-    from minedraft.config import MineDraftConfigError
-
-    raise MineDraftConfigError(
-        f"platform {current_platform.device_name!r} is not supported yet: the "
-        "overlapped draft lane runs on the CPU backend (a CUDA-stream lane exists "
-        "but has not been validated on a GPU)."
-    )
+def _report_disabled_once(problem: str) -> None:
+    global _disabled_reported
+    if not _disabled_reported:
+        _disabled_reported = True
+        _logger.warning("%s; MineDraft is disabled and vLLM is left unpatched", problem)

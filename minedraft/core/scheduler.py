@@ -30,6 +30,13 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+from minedraft._version import require_supported_vllm
+
+# Before vLLM's imports: on another vLLM release they could fail less clearly,
+# or succeed and run this scheduler without the patches it relies on (the
+# plugin entry point installs none there).
+require_supported_vllm()
+
 from minedraft.log import get_logger
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler

@@ -16,7 +16,7 @@ def _wrap_create_engine_config(original):
     def create_engine_config(self, *args, **kwargs):
         if not registry.is_minedraft(self.scheduler_cls):
             return original(self, *args, **kwargs)
-        from minedraft.plugin import select_minedraft_engine_args, validate_selected_config
+        from minedraft.selection import select_minedraft_engine_args, validate_selected_config
 
         select_minedraft_engine_args(self)
         vllm_config = original(self, *args, **kwargs)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from minedraft._version import require_supported_vllm
+
+# Before vLLM's imports, as in core/scheduler.py: ``--worker-cls`` naming this
+# class on another vLLM must fail in one line, not run without its patches.
+require_supported_vllm()
+
 from vllm.v1.worker.cpu_worker import CPUWorker
 
 from minedraft.monkeypatch import apply_worker_patches, scoped_patch

