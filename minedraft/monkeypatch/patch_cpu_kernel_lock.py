@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from minedraft.monkeypatch.patching import Patch
+from minedraft.monkeypatch.patching import Patch, is_function
 
 SHARED_SCRATCHPAD_KERNELS = (
     "onednn_mm",
@@ -55,5 +55,12 @@ def _serialised(kernel: Callable[..., Any]) -> Callable[..., Any]:
 def make_patches() -> list[Patch]:
     import vllm._custom_ops as ops
 
-    present = [name for name in SHARED_SCRATCHPAD_KERNELS if name in ops.__dict__]
-    return [Patch(ops, {name: _serialised for name in present})]
+    # Every kernel must be there: one that moved would run unlocked beside the
+    # other lane and corrupt the shared scratchpad without a word.
+    return [
+        Patch(
+            ops,
+            {name: _serialised for name in SHARED_SCRATCHPAD_KERNELS},
+            guards={name: is_function() for name in SHARED_SCRATCHPAD_KERNELS},
+        )
+    ]

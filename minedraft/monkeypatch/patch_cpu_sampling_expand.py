@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from minedraft.monkeypatch.patching import Patch
+from minedraft.monkeypatch.patching import Patch, takes
 
 
 def expand_by_counts(
@@ -46,4 +46,10 @@ def _make_expand(original):
 def make_patches() -> list[Patch]:
     import vllm.v1.sample.rejection_sampler as rejection_sampler
 
-    return [Patch(rejection_sampler, {"expand_batch_to_tokens": _make_expand})]
+    return [
+        Patch(
+            rejection_sampler,
+            {"expand_batch_to_tokens": _make_expand},
+            guards={"expand_batch_to_tokens": takes("x", "cu_num_tokens", "num_tokens", "replace_from", "replace_to")},
+        )
+    ]

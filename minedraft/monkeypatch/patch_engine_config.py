@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 
 from minedraft import registry
-from minedraft.monkeypatch.patching import Patch
+from minedraft.monkeypatch.patching import Patch, takes
+from minedraft.selection import select_minedraft_engine_args, validate_selected_config
 
 
 def _wrap_create_engine_config(original):
@@ -16,8 +17,6 @@ def _wrap_create_engine_config(original):
     def create_engine_config(self, *args, **kwargs):
         if not registry.is_minedraft(self.scheduler_cls):
             return original(self, *args, **kwargs)
-        from minedraft.selection import select_minedraft_engine_args, validate_selected_config
-
         select_minedraft_engine_args(self)
         vllm_config = original(self, *args, **kwargs)
         validate_selected_config(vllm_config)
@@ -40,6 +39,8 @@ def make_patches() -> list[Patch]:
     from vllm.engine.arg_utils import EngineArgs
 
     return [
-        Patch(EngineArgs, {"create_engine_config": _wrap_create_engine_config}),
-        Patch(SchedulerConfig, {"get_scheduler_cls": _wrap_get_scheduler_cls}),
+        Patch(EngineArgs, {"create_engine_config": _wrap_create_engine_config},
+              guards={"create_engine_config": takes("self", "usage_context", "headless")}),
+        Patch(SchedulerConfig, {"get_scheduler_cls": _wrap_get_scheduler_cls},
+              guards={"get_scheduler_cls": takes("self")}),
     ]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from minedraft.monkeypatch.patching import Patch
+from minedraft.monkeypatch.patching import Patch, all_of, reads_global, takes
 
 _TLS_NAME = "_minedraft_forward_context_tls"
 
@@ -51,12 +51,24 @@ def _make_override(tls: threading.local):
     return override_forward_context
 
 
+def _has_no_closure(fn) -> str | None:
+    """A swapped-in code object must match the function's (empty) closure."""
+    if getattr(getattr(fn, "__code__", None), "co_freevars", ()) != ():
+        return "is a closure, its code cannot be swapped"
+    return None
+
+
+# vLLM 0.32.0's three functions all work on the module global _forward_context.
+_READS_ONE_GLOBAL = reads_global("_forward_context")
+
+
 class _CodeSwap(Patch):
     """A Patch whose replacements swap ``__code__`` of module functions."""
 
     def apply(self) -> None:
         if self.applied:
             raise RuntimeError(f"patch on {self.target!r} applied twice")
+        self.check()
         for name, make in self.replacements.items():
             fn = getattr(self.target, name)
             self.originals[name] = fn.__code__
@@ -72,6 +84,7 @@ def make_patches() -> list[Patch]:
     import vllm.forward_context as fc
 
     tls = fc.__dict__.setdefault(_TLS_NAME, threading.local())
+    swappable = all_of(takes(), _has_no_closure, _READS_ONE_GLOBAL)
     return [
         _CodeSwap(
             fc,
@@ -79,6 +92,8 @@ def make_patches() -> list[Patch]:
                 "get_forward_context": lambda fn: _get_forward_context.__code__,
                 "is_forward_context_available": lambda fn: _is_forward_context_available.__code__,
             },
+            guards={"get_forward_context": swappable, "is_forward_context_available": swappable},
         ),
-        Patch(fc, {"override_forward_context": lambda fn: _make_override(tls)}),
+        Patch(fc, {"override_forward_context": lambda fn: _make_override(tls)},
+              guards={"override_forward_context": all_of(takes("forward_context"), _READS_ONE_GLOBAL)}),
     ]

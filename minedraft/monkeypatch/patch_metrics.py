@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
-from minedraft.monkeypatch.patching import Patch
+from minedraft.monkeypatch.patching import Patch, takes
 
 
 def _wrap_record(original):
@@ -73,6 +73,14 @@ def make_patches() -> list[Patch]:
     from vllm.v1.metrics.loggers import StatLoggerManager
 
     return [
-        Patch(StatLoggerManager, {"record": _wrap_record, "log": _wrap_log}),
-        Patch(llm_engine, {"get_metrics_snapshot": _wrap_snapshot}),
+        Patch(
+            StatLoggerManager,
+            {"record": _wrap_record, "log": _wrap_log},
+            guards={
+                "record": takes("self", "scheduler_stats", "iteration_stats", "mm_cache_stats", "engine_idx"),
+                "log": takes("self"),
+            },
+        ),
+        Patch(llm_engine, {"get_metrics_snapshot": _wrap_snapshot},
+              guards={"get_metrics_snapshot": takes()}),
     ]

@@ -1,33 +1,128 @@
 """The one patching utility (after ArcticInference's ``ArcticPatch``).
 
-A patch replaces named attributes of one target (class or module), keeps the
-originals so the replacement can call through, refuses to patch twice, and can
-be undone (tests use that).
+A :class:`Patch` replaces named attributes of one target (class or module),
+keeps the originals so a replacement can call through, refuses to patch
+twice, and can be undone (tests use that). Guards come first: every replaced
+attribute has a guard that checks it still looks as it did in vLLM 0.32.0
+(it exists on the target, takes the same parameters, reads the same globals),
+and nothing is replaced unless every guard of every patch in the group passes.
+A failed guard raises :class:`PatchGuardError` with one line naming the
+attribute and what changed.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+# A guard returns why an attribute does not fit the patch, or None if it fits.
+Guard = Callable[[Any], "str | None"]
+
+
+class PatchGuardError(RuntimeError):
+    """An attribute a patch replaces is missing or changed. ``str(err)`` is one line."""
+
+
+def takes(*params: str) -> Guard:
+    """The attribute is callable with exactly these parameter names, in order."""
+
+    def check(obj: Any) -> str | None:
+        if not callable(obj):
+            return f"is not callable (a {type(obj).__name__})"
+        try:
+            found = tuple(inspect.signature(obj).parameters)
+        except (TypeError, ValueError):
+            return "has no signature to check"
+        if found != params:
+            return f"takes ({', '.join(found)}), expected ({', '.join(params)})"
+        return None
+
+    return check
+
+
+def reads_global(name: str) -> Guard:
+    """The function's own code reads module global ``name`` (the state a patch replaces)."""
+
+    def check(obj: Any) -> str | None:
+        code = getattr(inspect.unwrap(obj), "__code__", None)
+        if code is None or name not in code.co_names:
+            return f"no longer reads the global {name!r}"
+        return None
+
+    return check
+
+
+def is_function() -> Guard:
+    """The attribute is a plain Python function (any parameters)."""
+
+    def check(obj: Any) -> str | None:
+        if not inspect.isfunction(obj):
+            return f"is not a Python function (a {type(obj).__name__})"
+        return None
+
+    return check
+
+
+def is_class(name: str) -> Guard:
+    """The attribute is a class called ``name``."""
+
+    def check(obj: Any) -> str | None:
+        if not (isinstance(obj, type) and obj.__name__ == name):
+            return f"is not the class {name} (found {obj!r})"
+        return None
+
+    return check
+
+
+def all_of(*guards: Guard) -> Guard:
+    def check(obj: Any) -> str | None:
+        return next((problem for guard in guards if (problem := guard(obj))), None)
+
+    return check
+
+
+def describe(target: Any) -> str:
+    """``module.Class`` or ``module`` for messages."""
+    if isinstance(target, type):
+        return f"{target.__module__}.{target.__qualname__}"
+    return getattr(target, "__name__", repr(target))
 
 
 @dataclass
 class Patch:
-    """Replace ``target.<name>`` with ``make(original)`` for each name."""
+    """Replace ``target.<name>`` with ``make(original)`` for each name, after its guard passes."""
 
     target: Any
     replacements: dict[str, Callable[[Any], Any]]
+    guards: dict[str, Guard]
     originals: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if set(self.guards) != set(self.replacements):
+            raise ValueError(f"every attribute patched on {describe(self.target)} needs exactly one guard")
 
     @property
     def applied(self) -> bool:
         return bool(self.originals)
 
+    def check(self) -> None:
+        """Raise PatchGuardError unless every attribute to replace looks as expected."""
+        for name, guard in self.guards.items():
+            where = f"{describe(self.target)}.{name}"
+            if name not in vars(self.target):
+                raise PatchGuardError(f"minedraft: cannot patch {where}: it does not exist in this vLLM")
+            problem = guard(vars(self.target)[name])
+            if problem:
+                raise PatchGuardError(f"minedraft: cannot patch {where}: it {problem}")
+
     def apply(self) -> None:
         if self.applied:
-            raise RuntimeError(f"patch on {self.target!r} applied twice")
+            raise RuntimeError(f"patch on {describe(self.target)} applied twice")
+        self.check()
         for name, make in self.replacements.items():
-            original = self.target.__dict__[name]
+            original = vars(self.target)[name]
             self.originals[name] = original
             setattr(self.target, name, make(original))
 
@@ -35,3 +130,18 @@ class Patch:
         for name, original in self.originals.items():
             setattr(self.target, name, original)
         self.originals.clear()
+
+
+def apply_all(patches: Iterable[Patch]) -> list[Patch]:
+    """Apply a group of patches all or none: every guard runs before anything changes."""
+    patches = list(patches)
+    for patch in patches:
+        patch.check()
+    for patch in patches:
+        patch.apply()
+    return patches
+
+
+def undo_all(patches: Iterable[Patch]) -> None:
+    for patch in reversed(list(patches)):
+        patch.undo()

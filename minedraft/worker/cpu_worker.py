@@ -24,7 +24,7 @@ class MineDraftCPUWorker(CPUWorker):
             )
         # CPUWorker builds its runner inside init_device (it has no
         # _make_model_runner hook like the GPU worker): swap the class it uses.
-        with scoped_patch("cpu_worker_runner"):
+        with scoped_patch("cpu_worker_runner", MineDraftCPUModelRunner):
             super().init_device()
         assert isinstance(self.model_runner, MineDraftCPUModelRunner)
 

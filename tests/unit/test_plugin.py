@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from scheduler_harness import fake_model_dir
@@ -95,12 +94,3 @@ def test_cli_prints_one_line_and_exits_2(model_dir):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: minedraft: ")
     assert "Traceback" not in proc.stderr
-
-
-def test_every_patch_is_in_the_readme_table_with_its_upstream_diff():
-    root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text()
-    for name, entry in LEDGER.items():
-        assert f"| {name} |" in readme, f"README patch table lacks {name}"
-        assert (root / "patches" / entry.upstream).is_file(), entry.upstream
-        assert entry.upstream in (root / "patches" / "README.md").read_text()
