@@ -1,7 +1,7 @@
 """vLLM 0.32.0's own scheduler tests, run against MineDraft's scheduler.
 
 vLLM's ``tests/v1/core/test_scheduler.py`` (from the vLLM 0.32.0 sdist, fetched
-from the package registry by ``vllm_source.py`` into ``~/.cache/minedraft``, or
+by pip through ``vllm_source.py`` into ``~/.cache/minedraft``, or
 ``MINEDRAFT_VLLM_SRC``) runs twice in child ``python -m pytest`` processes:
 once as it is (``stock``) and once with ``MineDraftScheduler`` swapped in
 wherever the tests build vLLM's ``Scheduler`` (``minedraft``); the swap and the
