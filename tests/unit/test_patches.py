@@ -118,13 +118,15 @@ def test_patch_engine_config_resolves_the_short_name():
     assert config.get_scheduler_cls() is MineDraftScheduler
 
 
-def test_patch_engine_config_refuses_a_bad_config_before_vllm_builds_it():
+def test_patch_engine_config_refuses_a_bad_config_before_vllm_builds_it(tmp_path):
+    from scheduler_harness import fake_model_dir
     from vllm.engine.arg_utils import EngineArgs
 
     from minedraft.config import MineDraftConfigError
 
+    args = EngineArgs(model=fake_model_dir(tmp_path), skip_tokenizer_init=True, scheduler_cls="minedraft")
     with pytest.raises(MineDraftConfigError, match="needs speculative decoding"):
-        EngineArgs(model="no-such-model", scheduler_cls="minedraft").create_engine_config()
+        args.create_engine_config()
 
 
 def test_patch_engine_config_calls_through_when_minedraft_is_not_selected():
