@@ -16,8 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from minedraft import envs
 from minedraft.kit import build_kit
+from minedraft.settings import MineDraftSettings
 from minedraft.sidebyside import run_mode
 
 # name -> (sidebyside mode, extra environment)
@@ -70,7 +70,7 @@ def plot(results: dict[str, dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"kit models, 48 mixed requests, k=3, lane={envs.lane_mode()}")
+    ax.set_title(f"kit models, 48 mixed requests, k=3, lane={MineDraftSettings.parse().lane}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -90,7 +90,7 @@ def main() -> None:
                                                for m, r in results.items()}, indent=2))
     plot(results, out / "demo.png")
     print(table(results))
-    print(f"MineDraft draft lane: {envs.lane_mode()}. Plot: {out / 'demo.png'}")
+    print(f"MineDraft draft lane: {MineDraftSettings.parse().lane}. Plot: {out / 'demo.png'}")
     m = results["minedraft_auto"]["metrics"]
     print(f"auto ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
           f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed). Both lanes share this machine's\n"
