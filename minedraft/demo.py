@@ -20,13 +20,9 @@ from minedraft.kit import build_kit
 from minedraft.settings import MineDraftSettings
 from minedraft.sidebyside import run_mode
 
-# name -> (sidebyside mode, extra environment)
-RUNS = {
-    "target": ("target", {}),
-    "stock_sd": ("stock_sd", {}),
-    "minedraft_parallel": ("minedraft", {"MINEDRAFT_MODE": "parallel"}),
-    "minedraft_auto": ("minedraft", {"MINEDRAFT_MODE": "auto"}),
-}
+# name -> mode (minedraft.modes.BENCH_MODES)
+RUNS = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_parallel": "minedraft_parallel",
+        "minedraft_auto": "minedraft_auto"}
 
 
 def acceptance_length(metrics: dict) -> float | None:
@@ -81,9 +77,9 @@ def main() -> None:
     args = parser.parse_args()
     kit = build_kit()
     results = {}
-    for name, (mode, env) in RUNS.items():
+    for name, mode in RUNS.items():
         print(f"running {name} ...", flush=True)
-        results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), env=env, passes=2)
+        results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), passes=2)
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "demo.json").write_text(json.dumps({m: {k: v for k, v in r.items() if k != "tokens"}
