@@ -48,14 +48,15 @@ import platform
 import re
 import shlex
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from minedraft.launch import server as launch_server
+from minedraft.launch.engine_args import Speculation, engine_kwargs
+from minedraft.launch.server import Server
 from minedraft.modes import MINEDRAFT_MODE_ENV
 
 HERE = Path(__file__).resolve().parent
@@ -109,98 +110,26 @@ class Config:
 # --------------------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_argv(mode: Mode, cfg: Config, kit, port: int) -> list[str]:
-    argv = [
-        sys.executable, "-m", "minedraft.cli", "serve", str(kit.target),
-        "--host", "127.0.0.1", "--port", str(port), "--served-model-name", MODEL_NAME,
-        "--dtype", cfg.dtype, "--enforce-eager", "--max-model-len", "1024", "--block-size", "32",
-        "--max-num-seqs", str(max(cfg.concurrency)), "--seed", "0", "--disable-uvicorn-access-log",
-    ]
+def server_engine(mode: Mode, cfg: Config, kit) -> dict:
+    """The engine arguments of ``mode``'s server (:mod:`minedraft.launch.engine_args`)."""
+    extra = {}
     if cfg.device == "cuda":
         # All servers share one GPU: split its memory.
-        argv += ["--gpu-memory-utilization", f"{0.9 / len(cfg.modes):.2f}"]
-    if mode.speculative:
-        spec = {"method": "draft_model", "model": str(kit.draft_perturbed), "num_speculative_tokens": cfg.k}
-        argv += ["--speculative-config", json.dumps(spec)]
-    if mode.minedraft_mode:
-        argv += ["--scheduler-cls", "minedraft"]
-    return argv
+        extra["gpu_memory_utilization"] = round(0.9 / len(cfg.modes), 2)
+    speculation = Speculation(str(kit.draft_perturbed), cfg.k) if mode.speculative else None
+    return engine_kwargs(mode.name, str(kit.target), speculation, dtype=cfg.dtype, max_model_len=1024,
+                         max_num_seqs=max(cfg.concurrency), **extra)
 
 
-def server_env(mode: Mode, cfg: Config) -> dict[str, str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+def server_env(cfg: Config) -> dict[str, str]:
     if cfg.device == "cpu":
-        env["VLLM_TARGET_DEVICE"] = "cpu"
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    env.pop("MINEDRAFT_MODE", None)  # set per mode only: an inherited value would skew the others
-    if mode.minedraft_mode:
-        env["MINEDRAFT_MODE"] = mode.minedraft_mode
-    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return env
-
-
-def tail(path: Path, chars: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError as e:
-        return f"<no log: {e}>"
-
-
-@dataclass
-class Server:
-    mode: Mode
-    port: int
-    log: Path
-    proc: subprocess.Popen
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def check_alive(self) -> None:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"{self.mode.name} server exited with code {self.proc.returncode}; "
-                               f"last lines of {self.log}:\n{tail(self.log)}")
-
-    def is_healthy(self) -> bool:
-        import requests
-
-        self.check_alive()
-        try:
-            return requests.get(f"{self.url}/health", timeout=5).status_code == 200
-        except requests.RequestException:
-            return False
-
-    def terminate(self) -> None:
-        # Own session: the group holds the API server and its engine core.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGTERM)
-
-    def reap(self) -> None:
-        """Wait for a terminated server; kill what is left of its group."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
-        # An engine core may outlive its API server.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        return {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")}
+    return {}
 
 
 def start_server(mode: Mode, cfg: Config, kit, log_dir: Path) -> Server:
-    port = free_port()
-    log = log_dir / f"{mode.name}.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(server_argv(mode, cfg, kit, port), stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=server_env(mode, cfg), cwd=str(HERE.parent),
-                                start_new_session=True)
-    return Server(mode, port, log, proc)
+    return launch_server.start(mode.name, server_engine(mode, cfg, kit), log_dir, env=server_env(cfg),
+                               extra_args=("--served-model-name", MODEL_NAME))
 
 
 @contextlib.contextmanager
@@ -260,7 +189,7 @@ def bench_argv(server: Server, cfg: Config, kit, num_prompts: int, scenario: Sce
         "--temperature", "0", "--ignore-eos",
         "--goodput", f"ttft:{cfg.slo_ttft_ms:g}", f"tpot:{cfg.slo_tpot_ms:g}",
         "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(map(str, PERCENTILES)),
-        "--label", server.mode.name, "--disable-tqdm",
+        "--label", server.name, "--disable-tqdm",
         "--save-result", "--result-dir", str(result_dir), "--result-filename", filename,
     ]
 
@@ -376,7 +305,7 @@ def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path) -> list[
 
 
 def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, log: Path) -> dict:
-    filename = (f"{server.mode.name}-o{scenario.output_len}-r{format_rate(scenario.rate)}"
+    filename = (f"{server.name}-o{scenario.output_len}-r{format_rate(scenario.rate)}"
                 f"-c{scenario.concurrency}.json")
     argv = bench_argv(server, cfg, kit, cfg.num_prompts, scenario, work, filename)
     server.check_alive()
@@ -384,7 +313,7 @@ def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, lo
     row = summarize(run_bench(argv, work / filename, log))
     server.check_alive()
     share = parallel_share(before, scrape_minedraft_steps(server))
-    return {"mode": server.mode.name, "request_rate": format_rate(scenario.rate),
+    return {"mode": server.name, "request_rate": format_rate(scenario.rate),
             "max_concurrency": scenario.concurrency, "output_len": scenario.output_len, "seed": scenario.seed,
             **row, "parallel_step_share": share,
             "command": "minedraft bench serve " + shlex.join(argv)}

@@ -24,8 +24,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -34,50 +32,51 @@ from pathlib import Path
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
+from minedraft.launch.child import run_once, serve  # noqa: E402
+from minedraft.launch.engine_args import Speculation, engine_kwargs  # noqa: E402
+
 PROMPT_TOKENS = 32
 OUTPUT_TOKENS = 48
-MODE_ENV = {
-    "target": {},
-    "stock_sd": {},
-    "minedraft_serial": {"MINEDRAFT_MODE": "parallel", "MINEDRAFT_LANE": "serial"},
-    "minedraft_overlap": {"MINEDRAFT_MODE": "parallel", "MINEDRAFT_LANE": "overlap"},
+# name -> (mode, MineDraft lane)
+MODES = {
+    "target": ("no_sd", None),
+    "stock_sd": ("stock_sd", None),
+    "minedraft_serial": ("minedraft_parallel", "serial"),
+    "minedraft_overlap": ("minedraft_parallel", "overlap"),
 }
 
 
-def child(spec: dict) -> None:
+def make_child(spec: dict):
     from vllm import LLM, SamplingParams
 
-    kw = dict(model=spec["target"], dtype="float32", enforce_eager=True, max_model_len=512, seed=0,
-              block_size=32, max_num_seqs=64, max_num_batched_tokens=2048)
-    if spec["mode"] != "target":
-        kw["speculative_config"] = {"method": "draft_model", "model": spec["draft"],
-                                    "num_speculative_tokens": spec["k"]}
-    if spec["mode"].startswith("minedraft"):
-        kw["scheduler_cls"] = "minedraft"
-    llm = LLM(**kw)
+    mode, lane = MODES[spec["name"]]
+    speculation = Speculation(spec["draft"], spec["k"]) if mode != "no_sd" else None
+    minedraft = {"lane": lane, "step_profile": spec["profile"]} if lane else None
+    llm = LLM(**engine_kwargs(mode, spec["target"], speculation, minedraft=minedraft, max_model_len=512,
+                              max_num_seqs=64, max_num_batched_tokens=2048))
     params = SamplingParams(temperature=0, max_tokens=OUTPUT_TOKENS, ignore_eos=True)
     llm.generate([{"prompt_token_ids": [5] * PROMPT_TOKENS}] * 2, params, use_tqdm=False)  # warm-up
-    rates = {}
-    for n in spec["concurrency"]:
-        prompts = [{"prompt_token_ids": [(7 * i + j) % 500 + 3 for j in range(PROMPT_TOKENS)]} for i in range(n)]
-        start = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
-        rates[n] = sum(len(o.outputs[0].token_ids) for o in outs) / elapsed
-    print("RESULT " + json.dumps(rates))
+
+    def run(command: dict) -> dict:
+        rates = {}
+        for n in spec["concurrency"]:
+            prompts = [{"prompt_token_ids": [(7 * i + j) % 500 + 3 for j in range(PROMPT_TOKENS)]}
+                       for i in range(n)]
+            start = time.perf_counter()
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            elapsed = time.perf_counter() - start
+            rates[n] = sum(len(o.outputs[0].token_ids) for o in outs) / elapsed
+        return rates
+
+    return run
 
 
 def run_child(mode: str, k: int, kit, concurrency: list[int]) -> tuple[dict, list[dict]]:
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as profile:
-        env = {**os.environ, **MODE_ENV[mode], "MINEDRAFT_STEP_PROFILE": profile.name}
-        spec = {"mode": mode, "k": k, "target": str(kit.target), "draft": str(kit.draft_perturbed),
-                "concurrency": concurrency}
-        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
-                              capture_output=True, text=True, env=env, timeout=900)
-        lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        if not lines:
-            raise RuntimeError(f"{mode} k={k} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        rates = {int(n): r for n, r in json.loads(lines[-1][7:]).items()}
+        spec = {"name": mode, "k": k, "target": str(kit.target), "draft": str(kit.draft_perturbed),
+                "concurrency": concurrency, "profile": profile.name}
+        rates = run_once([__file__, "--child"], spec, timeout_s=900)
+        rates = {int(n): r for n, r in rates.items()}
         steps = [json.loads(x) for x in Path(profile.name).read_text().splitlines() if x]
     return rates, steps
 
@@ -117,7 +116,7 @@ def main() -> None:
     parser.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
     args = parser.parse_args()
     if args.child:
-        child(json.loads(args.child))
+        serve(make_child)
         return
     if args.replot:
         plot(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".png"))

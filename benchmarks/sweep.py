@@ -15,9 +15,9 @@ Two comparisons: ``equal_concurrency`` (every mode runs N requests at once)
 and ``paper`` (``minedraft_parallel`` runs 2N, so each of its two sub-batches
 is as large as stock SD's batch of N).
 
-Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``)
-that answers JSON commands on stdin with one JSON line on a private pipe
-(vLLM's logs, which go to stdout, are sent to a log file instead). Workers
+Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``,
+the child protocol of :mod:`minedraft.launch.child`: JSON commands on stdin,
+one JSON line back on a private pipe, vLLM's logs in a log file). Workers
 stay up between runs, so an engine starts once per (draft, k, mode), not once
 per measurement. On CPU the runs are interleaved: per (draft, k) the no_sd,
 stock_sd and minedraft workers are all up, and each round (one repeat at one
@@ -61,9 +61,7 @@ import json
 import os
 import platform
 import re
-import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -74,6 +72,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
+from minedraft.launch.child import Child, ChildError, serve  # noqa: E402
+from minedraft.launch.engine_args import Speculation, engine_kwargs  # noqa: E402
 from minedraft.modes import BENCH_MODES as MODES, MINEDRAFT_MODE_ENV, MODE_LABELS  # noqa: E402
 
 COMPARISONS = ("equal_concurrency", "paper")
@@ -91,23 +91,13 @@ COMMAND_TIMEOUT_S = 900
 # ---------------------------------------------------------------- worker side
 
 
-def worker_main(spec: dict) -> None:
-    """Serve one engine: ``{"cmd": "run", ...}`` in, one result line out."""
-    # The protocol gets its own copy of stdout; fd 1 (vLLM's logs) joins stderr.
-    reply = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+def make_worker(spec: dict):
+    """The worker's engine; each ``{"cmd": "run", ...}`` measures one batch."""
     from vllm import LLM
 
-    start = time.perf_counter()
     llm = LLM(**spec["engine"])
-    start_s = time.perf_counter() - start
     _generate(llm, spec["warmup_prompts"], output_tokens=8)  # first-call allocations
-    reply.write(json.dumps({"ready": True, "start_s": round(start_s, 2)}) + "\n")
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["cmd"] == "quit":
-            break
-        reply.write(json.dumps(measure(llm, command["prompts"], command["output_tokens"])) + "\n")
+    return lambda command: measure(llm, command["prompts"], command["output_tokens"])
 
 
 def _generate(llm, prompts: list[list[int]], output_tokens: int):
@@ -150,66 +140,19 @@ def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
 # ---------------------------------------------------------------- parent side
 
 
-class WorkerError(RuntimeError):
-    pass
-
-
-class Worker:
-    """One engine subprocess and its command pipe. Starting returns at once;
-    :meth:`wait_ready` waits for the engine, so several can load together."""
+class Worker(Child):
+    """One engine subprocess of the sweep (:mod:`minedraft.launch.child`)."""
 
     def __init__(self, name: str, spec: dict, env: dict, log_dir: Path) -> None:
-        self.name = name
-        self.log_path = log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.log"
-        self.log = open(self.log_path, "w")
-        self.launched = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--worker", json.dumps(spec)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.log, text=True, env={**os.environ, **env})
-        self.start: dict | None = None
+        super().__init__([__file__, "--worker"], spec, log_dir, env=env, name=name, timeout_s=COMMAND_TIMEOUT_S)
 
     def wait_ready(self) -> dict:
-        """Start-up times: ``engine_s`` for LLM(...) alone, ``ready_s`` with imports and warm-up."""
-        if self.start is None:
-            engine_s = self._read()["start_s"]
-            self.start = {"worker": self.name, "engine_s": engine_s,
-                          "ready_s": round(time.perf_counter() - self.launched, 1)}
-        return self.start
+        """Start-up times: ``engine_s`` for the engine and warm-up, ``ready_s`` with imports."""
+        started = self.ready()
+        return {"worker": self.name, "engine_s": started["start_s"], "ready_s": started["ready_s"]}
 
     def run(self, prompts: list[list[int]], output_tokens: int) -> dict:
-        self._send({"cmd": "run", "prompts": prompts, "output_tokens": output_tokens})
-        return self._read()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self._send({"cmd": "quit"})
-                self.proc.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-    def _send(self, command: dict) -> None:
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-
-    def _read(self) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], COMMAND_TIMEOUT_S)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.proc.kill()
-            self.proc.wait()
-            raise WorkerError(f"{self.name}: worker {'timed out' if not ready else 'died'} "
-                              f"(log: {self.log_path})\n{self._log_errors()}")
-        return json.loads(line)
-
-    def _log_errors(self) -> str:
-        """The log's error lines: vLLM tracebacks are long, their last lines say why."""
-        self.log.flush()
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        errors = [x for x in lines if "Error" in x or "error:" in x]
-        return "\n".join((errors or lines)[-8:])
+        return self.call({"cmd": "run", "prompts": prompts, "output_tokens": output_tokens})
 
 
 class Pool:
@@ -234,7 +177,7 @@ class Pool:
         """The ready worker for ``key``, started if needed."""
         self.launch(key, spec, env)
         worker = self.workers[key]
-        if worker.start is None:
+        if worker.started is None:
             self.starts.append(worker.wait_ready())
         return worker
 
@@ -359,23 +302,18 @@ def cpu_label() -> str:
 def worker_spec(setup: Setup, draft: str | None, mode: str, k: int | None, warmup: list) -> tuple[dict, dict]:
     """(spec, env) of the worker for ``mode``; ``draft`` picks the target too."""
     target, draft_path = setup.pairs[draft]
-    engine = {**setup.engine, "model": target}
-    env = dict(setup.env)
-    if mode != "no_sd":
-        engine["speculative_config"] = speculative_config(setup, draft, draft_path, k)
-    if mode in MINEDRAFT_MODE_ENV:
-        engine["scheduler_cls"] = "minedraft"
-        env["MINEDRAFT_MODE"] = MINEDRAFT_MODE_ENV[mode]
-    return {"engine": engine, "warmup_prompts": warmup}, env
+    speculation = speculation_of(setup, draft, draft_path, k) if mode != "no_sd" else None
+    engine = engine_kwargs(mode, target, speculation, defaults={}, **setup.engine)
+    return {"engine": engine, "warmup_prompts": warmup}, dict(setup.env)
 
 
-def speculative_config(setup: Setup, draft: str, path: str, k: int) -> dict:
-    config = {"method": "draft_model", "model": path, "num_speculative_tokens": k}
-    extra = setup.speculative_extra.get(draft)
-    if extra:  # dummy weights never agree: acceptance is drawn instead
-        config["rejection_sample_method"] = "synthetic"
-        config["synthetic_acceptance_rates"] = [extra["alpha"] ** (i + 1) for i in range(k)]
-    return config
+def speculation_of(setup: Setup, draft: str, path: str, k: int) -> Speculation:
+    extra = {}
+    alpha = setup.speculative_extra.get(draft, {}).get("alpha")
+    if alpha is not None:  # dummy weights never agree: acceptance is drawn instead
+        extra = {"rejection_sample_method": "synthetic",
+                 "synthetic_acceptance_rates": [alpha ** (i + 1) for i in range(k)]}
+    return Speculation(path, k, extra=extra)
 
 
 # ---------------------------------------------------------------- the sweep
@@ -483,7 +421,7 @@ def ready_worker(setup: Setup, pool: Pool, key: tuple, spec: dict, env: dict) ->
     """
     try:
         return pool.get(key, spec, env)
-    except WorkerError as error:
+    except ChildError as error:
         if setup.device == "cpu":
             raise
         pool.stop(key)
@@ -800,7 +738,7 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.worker:
-        worker_main(json.loads(args.worker))
+        serve(make_worker)
         return
     if args.replot:
         out_dir = Path(args.out_dir or HERE / "results" / args.device)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from minedraft.kit import build_kit
+from minedraft.launch.engine_args import Speculation, engine_kwargs
 
-MODES = ["no_sd", "stock_sd", "minedraft"]
+MODES = ["no_sd", "stock_sd", "minedraft_parallel"]
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -19,13 +20,8 @@ def engine(request):
     from vllm import LLM
 
     kit = build_kit()
-    kw = dict(model=str(kit.target), dtype="float32", enforce_eager=True, max_model_len=512, seed=0, block_size=32)
-    if request.param != "no_sd":
-        kw["speculative_config"] = {"method": "draft_model", "model": str(kit.draft_perturbed),
-                                    "num_speculative_tokens": 3}
-    if request.param == "minedraft":
-        kw["scheduler_cls"] = "minedraft"
-    llm = LLM(**kw)
+    speculation = Speculation(str(kit.draft_perturbed), 3) if request.param != "no_sd" else None
+    llm = LLM(**engine_kwargs(request.param, str(kit.target), speculation, max_model_len=512))
     yield request.param, llm
     llm.llm_engine.engine_core.shutdown()
 

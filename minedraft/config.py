@@ -11,19 +11,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
-from minedraft import envs
-from minedraft.core.mode_policy import MODES
+from minedraft.errors import MineDraftConfigError
+from minedraft.settings import MineDraftSettings
+
+__all__ = ["MineDraftConfigError", "validate_engine_args", "validate_vllm_config"]
 
 SUPPORTED_METHODS = ("draft_model", "ngram")
-LANES = ("overlap", "serial")
 MAX_SPEC_TOKENS = 16
-
-
-class MineDraftConfigError(ValueError):
-    """A configuration MineDraft cannot run. ``str(err)`` is a single line."""
-
-    def __init__(self, message: str):
-        super().__init__(f"minedraft: {message}")
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -34,9 +28,10 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
     return getattr(obj, key, default)
 
 
-def validate_engine_args(engine_args: Any) -> None:
-    """Cheap checks on raw ``EngineArgs`` fields, before vLLM builds its config."""
-    _check_environment()
+def validate_engine_args(engine_args: Any) -> MineDraftSettings:
+    """Cheap checks on raw ``EngineArgs`` fields, before vLLM builds its config;
+    returns MineDraft's own settings, parsed once (see settings.py)."""
+    settings = MineDraftSettings.parse(engine_args.additional_config)
     spec = engine_args.speculative_config
     if not spec:
         raise MineDraftConfigError(
@@ -64,6 +59,7 @@ def validate_engine_args(engine_args: Any) -> None:
             "data parallelism (data_parallel_size > 1) is not supported yet; "
             "run one MineDraft engine per replica."
         )
+    return settings
 
 
 def validate_vllm_config(vllm_config: VllmConfig) -> None:
@@ -109,15 +105,4 @@ def _check_draft_sampling(method: Any) -> None:
     if method not in (None, "greedy"):
         raise MineDraftConfigError(
             f"draft_sample_method {method!r} is not supported yet; use 'greedy' (the default)."
-        )
-
-
-def _check_environment() -> None:
-    if envs.mode() not in MODES:
-        raise MineDraftConfigError(
-            f"MINEDRAFT_MODE={envs.mode()!r} is not one of {', '.join(MODES)}."
-        )
-    if envs.lane_mode() not in LANES:
-        raise MineDraftConfigError(
-            f"MINEDRAFT_LANE={envs.lane_mode()!r} is not one of {', '.join(LANES)}."
         )

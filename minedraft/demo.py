@@ -16,17 +16,13 @@ import argparse
 import json
 from pathlib import Path
 
-from minedraft import envs
 from minedraft.kit import build_kit
+from minedraft.settings import MineDraftSettings
 from minedraft.sidebyside import run_mode
 
-# name -> (sidebyside mode, extra environment)
-RUNS = {
-    "target": ("target", {}),
-    "stock_sd": ("stock_sd", {}),
-    "minedraft_parallel": ("minedraft", {"MINEDRAFT_MODE": "parallel"}),
-    "minedraft_auto": ("minedraft", {"MINEDRAFT_MODE": "auto"}),
-}
+# name -> mode (minedraft.modes.BENCH_MODES)
+RUNS = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_parallel": "minedraft_parallel",
+        "minedraft_auto": "minedraft_auto"}
 
 
 def acceptance_length(metrics: dict) -> float | None:
@@ -70,7 +66,7 @@ def plot(results: dict[str, dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"kit models, 48 mixed requests, k=3, lane={envs.lane_mode()}")
+    ax.set_title(f"kit models, 48 mixed requests, k=3, lane={MineDraftSettings.parse().lane}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -81,16 +77,16 @@ def main() -> None:
     args = parser.parse_args()
     kit = build_kit()
     results = {}
-    for name, (mode, env) in RUNS.items():
+    for name, mode in RUNS.items():
         print(f"running {name} ...", flush=True)
-        results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), env=env, passes=2)
+        results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), passes=2)
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "demo.json").write_text(json.dumps({m: {k: v for k, v in r.items() if k != "tokens"}
                                                for m, r in results.items()}, indent=2))
     plot(results, out / "demo.png")
     print(table(results))
-    print(f"MineDraft draft lane: {envs.lane_mode()}. Plot: {out / 'demo.png'}")
+    print(f"MineDraft draft lane: {MineDraftSettings.parse().lane}. Plot: {out / 'demo.png'}")
     m = results["minedraft_auto"]["metrics"]
     print(f"auto ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
           f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed). Both lanes share this machine's\n"

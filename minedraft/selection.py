@@ -11,11 +11,19 @@ from typing import Any
 
 from minedraft import registry
 from minedraft.config import MineDraftConfigError, validate_engine_args, validate_vllm_config
+from minedraft.log import get_logger
+from minedraft.settings import CONFIG_KEY
+
+logger = get_logger(__name__)
 
 
 def select_minedraft_engine_args(engine_args: Any) -> None:
     """Point ``engine_args`` at MineDraft's classes, after checking them."""
-    validate_engine_args(engine_args)
+    settings = validate_engine_args(engine_args)
+    # vLLM ships additional_config to the engine core and the workers: the
+    # settings travel with the config, parsed once, here.
+    engine_args.additional_config = {**(engine_args.additional_config or {}), CONFIG_KEY: settings.to_config()}
+    logger.info("MineDraft settings: %s", settings.describe())
     engine_args.scheduler_cls = registry.SCHEDULER_QUALNAME
     # MineDraft's scheduler is synchronous: it needs each step's drafts back
     # before it schedules the next one.

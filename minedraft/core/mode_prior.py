@@ -54,7 +54,7 @@ def make_prior(where: str) -> Prior | None:
 
 @functools.lru_cache(maxsize=None)
 def _profile(where: str, k: int):
-    from minedraft.simulator.profile import PACKAGED_CPU_STEP_OVERLAP_JSON, profile_by_name
+    from minedraft.simulator.calibrate import PACKAGED_CPU_STEP_OVERLAP_JSON, profile_by_name
 
     if where == "gpu-stream":
         return profile_by_name("h100-same-gpu", k)

@@ -44,12 +44,12 @@ from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
-from minedraft import envs
 from minedraft.core.lanes import choose_held, is_balanced
 from minedraft.core.mode_policy import Load, ModePolicy
 from minedraft.core.mode_prior import make_prior, placement
 from minedraft.core.output import MineDraftSchedulerOutput
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+from minedraft.settings import MineDraftSettings
 
 logger = get_logger(__name__)
 
@@ -77,8 +77,10 @@ class MineDraftScheduler(Scheduler):
         self._due: set[str] = set()
         self.minedraft_stats = MineDraftStats()
         self.minedraft_totals = MineDraftStats()
-        self.lane_placement = placement(self.vllm_config.device_config.device_type, envs.lane_mode())
-        self.mode_policy = ModePolicy(envs.mode(), prior=make_prior(self.lane_placement), on_change=logger.info)
+        self.settings = MineDraftSettings.of(self.vllm_config)
+        self.lane_placement = placement(self.vllm_config.device_config.device_type, self.settings.lane)
+        self.mode_policy = ModePolicy(self.settings.mode, prior=make_prior(self.lane_placement),
+                                      on_change=logger.info)
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
 

@@ -1,15 +1,14 @@
-"""A cost model of no SD, stock speculative decoding and MineDraft.
+"""The cost model of no SD, stock speculative decoding and MineDraft: what ``auto`` uses at run time.
 
-``python -m minedraft.simulator --help``. Pure Python and numpy: no vLLM, no torch.
-:mod:`~minedraft.simulator.profile` holds the lane costs (fitted to the CPU
-measurements or built from published GPU figures), :mod:`~minedraft.simulator.model`
-turns them into tokens/s and the mode choice (pure functions, usable online),
-:mod:`~minedraft.simulator.check` compares them with measurement files,
-:mod:`~minedraft.simulator.paper` with the paper's headline table, and
-:mod:`~minedraft.simulator.report` writes both up.
+Pure Python and numpy: no vLLM, no torch. :mod:`~minedraft.simulator.profile`
+holds the lane costs, :mod:`~minedraft.simulator.model` turns them into
+tokens/s and the mode choice (pure functions), and
+:mod:`~minedraft.simulator.calibrate` fits profiles to measurements. The
+offline analysis (checks against measurement files, the paper comparison,
+the report, the CLI ``python -m analysis.simulator``) lives in
+``analysis/simulator/``, outside the runtime package.
 """
 
-from minedraft.simulator.check import CheckResult, CheckRow, check, detect_format
 from minedraft.simulator.model import (
     COMPARISONS,
     KIT_ALPHA,
@@ -27,11 +26,10 @@ from minedraft.simulator.model import (
     predict_mode,
     tokens_per_verification,
 )
-from minedraft.simulator.profile import ForwardCost, LatencyProfile, ModelShape, profile_by_name
+from minedraft.simulator.profile import ForwardCost, LatencyProfile, ModelShape
 
 __all__ = [
-    "COMPARISONS", "KIT_ALPHA", "KIT_TAU", "MODES", "CheckResult", "CheckRow", "ForwardCost", "LatencyProfile",
-    "ModeChoice", "ModelShape", "Prediction", "Workload", "acceptance", "acceptance_from_length", "alpha_from_tau",
-    "blend_parallel", "check", "choose_mode", "detect_format", "predict", "predict_mode", "profile_by_name",
-    "tokens_per_verification",
+    "COMPARISONS", "KIT_ALPHA", "KIT_TAU", "MODES", "ForwardCost", "LatencyProfile", "ModeChoice", "ModelShape",
+    "Prediction", "Workload", "acceptance", "acceptance_from_length", "alpha_from_tau", "blend_parallel",
+    "choose_mode", "predict", "predict_mode", "tokens_per_verification",
 ]

@@ -35,9 +35,8 @@ replaced as they finish): prefill plus the expected verifications at full batch.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -306,41 +305,3 @@ def choose_mode(profile: LatencyProfile, num_requests: int, k: int, *, tau: floa
     parallel = not preds["minedraft"].fallback and gain > 1 + margin
     best = max(MODES, key=lambda m: preds[m].tokens_per_s)
     return ModeChoice(parallel, best, gain, preds)
-
-
-# --- calibration on end-to-end rows --------------------------------------------------------------
-
-
-def fit_engine_overhead(profile: LatencyProfile, e2e: Sequence[Mapping], alpha: float,
-                        workload: Workload) -> LatencyProfile:
-    """Fit ``step_overhead_ms``, ``step_overhead_per_request_ms`` and the plain-decode
-    fixed cost (the rest of the verification's fixed cost is ``verify_fixed_ms``) on
-    the end-to-end rows of the target alone and of stock SD (equal concurrency).
-
-    The predicted batch time is linear in the three, so this is least squares on the
-    relative error of the time. MineDraft rows are left out.
-    """
-    rows = {(r["mode"], r["k"] if r["mode"] != "target" else 0, r["batch_size"]): r for r in e2e
-            if r["comparison"] == "equal_concurrency" and r["mode"] in ("target", "stock_sd")}
-    if len(rows) < 3:
-        raise ValueError("need at least three end-to-end rows of the target alone and stock SD")
-    verify_fixed_total = profile.target.fixed_ms + profile.verify_fixed_ms
-
-    def with_params(c0: float, c1: float, plain_fixed: float) -> LatencyProfile:
-        return dataclasses.replace(
-            profile, step_overhead_ms=c0, step_overhead_per_request_ms=c1,
-            target=dataclasses.replace(profile.target, fixed_ms=plain_fixed),
-            verify_fixed_ms=verify_fixed_total - plain_fixed)
-
-    def batch_ms(p: LatencyProfile, mode: str, k: int, n: int) -> float:
-        return mode_time_ms(p, "no_sd" if mode == "target" else "stock_sd", n, max(k, 1), alpha, workload)[0]
-
-    basis = [with_params(*v) for v in ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1))]
-    design, target_ms = [], []
-    for (mode, k, n), r in rows.items():
-        measured = 1e3 * n * workload.output_tokens / r["output_tokens_per_s"]
-        base = batch_ms(basis[0], mode, k, n)
-        design.append([(batch_ms(b, mode, k, n) - base) / measured for b in basis[1:]])
-        target_ms.append((measured - base) / measured)
-    c0, c1, plain_fixed = np.linalg.lstsq(np.array(design), np.array(target_ms), rcond=None)[0]
-    return with_params(float(c0), float(c1), float(plain_fixed))

@@ -20,7 +20,7 @@ A :class:`LatencyProfile` answers four questions in milliseconds:
   overlap; ``i = 1``: no gain, as serial; ``i > 1``: worse than serial (measured
   on the 2-core CPU at k = 5: lock convoys, GIL, oversubscribed cores).
 
-Two sources: :meth:`LatencyProfile.from_step_overlap_json` fits the CPU lanes to
+Two sources: :func:`~minedraft.simulator.calibrate.fit_step_overlap` fits the CPU lanes to
 ``benchmarks/results/cpu/step_overlap.json``; :meth:`LatencyProfile.from_published`
 builds a GPU profile from datasheet and model-card figures plus stated
 assumptions (no GPU was available to this work: every GPU number is a model).
@@ -29,18 +29,10 @@ assumptions (no GPU was available to this work: every GPU number is a model).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
-
-# Where the CPU measurements live in a source checkout.
-CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cpu" / "step_overlap.json"
-# The copy shipped in the package (calibration/README.md): what ``auto``'s prior reads.
-PACKAGED_CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parent / "calibration" / "cpu_step_overlap.json"
 
 
 @dataclass(frozen=True)
@@ -143,55 +135,6 @@ class LatencyProfile:
     # --- constructors -----------------------------------------------------------
 
     @classmethod
-    def from_step_overlap_json(cls, path: str | Path = CPU_STEP_OVERLAP_JSON, k: int | None = None, *,
-                               alpha: float | None = None) -> LatencyProfile:
-        """Calibrate on ``benchmarks/step_overlap.py``'s output.
-
-        * Lane costs, by least squares over the per-step medians of all k
-          (``steps``): verification ``a + b·n + c·n·(1+k)`` from
-          ``t_verify_alone_ms``; drafting ``e + f·n + k·(g + h·n)`` from
-          ``t_draft_alone_ms``.
-        * Interference ``i``, by least squares of ``T_overlap - max = i·min`` on
-          the rows of ``k`` (all rows when ``k`` is None): on the 2-core CPU it
-          grows with k (about 0.8 at k = 1, 1.0 at k = 3, 1.4 at k = 5), so a
-          profile is calibrated for one k.
-        * Engine overhead per step (``c0 + c1·n``) and the plain-decode share of
-          the target's fixed cost: the step table is timed inside the worker
-          and never sees them, so they are fitted on the file's end-to-end
-          rows of the target alone and of stock SD (equal concurrency), with
-          acceptance ``alpha`` (default: derived from the kit's measured mean
-          acceptance length, see :data:`~minedraft.simulator.model.KIT_TAU`).
-          MineDraft's rows are never fitted: checking them is out of sample.
-        """
-        data = json.loads(Path(path).read_text())
-        steps = {int(kk): rows for kk, rows in data["steps"].items()}
-        lanes = fit_lanes(steps)
-        if k is not None and k not in steps:
-            raise ValueError(f"no step rows for k={k} in {path} (has k={sorted(steps)})")
-        chosen = steps[k] if k is not None else [r for rows in steps.values() for r in rows]
-        profile = cls(
-            name=f"cpu (fitted: {Path(path).name}" + (f", k={k})" if k is not None else ")"),
-            target=ForwardCost(lanes["verify_fixed"], lanes["verify_per_request"], lanes["verify_per_token"]),
-            verify_fixed_ms=0.0,
-            # The kit's perturbed draft has the target's shape: same cost per prompt token.
-            draft=ForwardCost(lanes["draft_step_fixed"],
-                              max(lanes["draft_step_per_request"] - lanes["verify_per_token"], 0.0),
-                              min(lanes["verify_per_token"], lanes["draft_step_per_request"])),
-            propose_fixed_ms=lanes["propose_fixed"],
-            propose_per_request_ms=lanes["propose_per_request"],
-            step_overhead_ms=0.0,
-            step_overhead_per_request_ms=0.0,
-            interference=fit_interference(chosen),
-            notes=data.get("device", ""),
-        )
-        if data.get("e2e"):
-            from minedraft.simulator.model import KIT_ALPHA, Workload, fit_engine_overhead
-
-            workload = Workload(int(data["prompt_tokens"]), int(data["output_tokens"]))
-            profile = fit_engine_overhead(profile, data["e2e"], KIT_ALPHA if alpha is None else alpha, workload)
-        return profile
-
-    @classmethod
     def from_published(cls, *, target: ModelShape | None = None, draft: ModelShape | None = None,
                        accelerator: Accelerator | None = None, target_devices: int = 1,
                        draft_on_own_device: bool = False, interference: float | None = None,
@@ -277,31 +220,6 @@ class LatencyProfile:
 
 
 # --- fitting ----------------------------------------------------------------------------
-
-
-def _lstsq(rows: Sequence[Sequence[float]], y: Sequence[float]) -> np.ndarray:
-    return np.linalg.lstsq(np.asarray(rows, dtype=float), np.asarray(y, dtype=float), rcond=None)[0]
-
-
-def fit_lanes(steps: Mapping[int, Sequence[Mapping]]) -> dict[str, float]:
-    """Least-squares lane costs from per-step rows (``step_overlap.json``'s ``steps``)."""
-    rows = [(k, r) for k, rs in steps.items() for r in rs]
-    if len({(r["verify_group"], k) for k, r in rows}) < 4 or len(steps) < 2:
-        raise ValueError("need step rows for at least two k and four (k, group) pairs to separate the costs")
-    a, b, c = _lstsq([[1, r["verify_group"], r["verify_group"] * (1 + k)] for k, r in rows],
-                     [r["t_verify_alone_ms"] for k, r in rows])
-    e, f, g, h = _lstsq([[1, r["draft_group"], k, k * r["draft_group"]] for k, r in rows],
-                        [r["t_draft_alone_ms"] for k, r in rows])
-    values = {"verify_fixed": a, "verify_per_request": b, "verify_per_token": c, "propose_fixed": e,
-              "propose_per_request": f, "draft_step_fixed": g, "draft_step_per_request": h}
-    return {name: float(v) for name, v in values.items()}
-
-
-def fit_interference(rows: Sequence[Mapping]) -> float:
-    """``i`` minimising ``Σ (T_overlap - max - i·min)²`` over the step rows (never below 0)."""
-    x = np.array([min(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
-    y = np.array([r["t_step_overlap_ms"] - max(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
-    return max(0.0, float(x @ y / (x @ x)))
 
 
 # --- published figures and assumptions (GPU) ------------------------------------------------
@@ -463,23 +381,3 @@ def kv_capacity(target: ModelShape, draft: ModelShape, gpu: Accelerator, target_
     own = min(alone, (per_gpu - draft_w) / draft_kv)
     cap = {"no_sd": alone, "stock_sd": colocated, "minedraft": own if draft_on_own_device else colocated}
     return {mode: max(0, math.floor(v)) for mode, v in cap.items()}
-
-
-PROFILE_NAMES = ("cpu", "h100-same-gpu", "h100-two-gpus", "h100-paper")
-
-
-def profile_by_name(name: str, k: int | None = None, *, calibration: str | Path | None = None,
-                    target_bytes_per_param: float = 2) -> LatencyProfile:
-    """``cpu`` (fitted on the committed CPU measurements for ``k``), or an H100 layout:
-    ``h100-same-gpu`` (target and drafter on one H100), ``h100-two-gpus`` (drafter on a
-    second H100, i = 0), ``h100-paper`` (target TP=4 + drafter on a fifth H100, the
-    paper's layout). ``target_bytes_per_param`` 1: FP8 target, 0.5: INT4 weights (H100 profiles)."""
-    if name == "cpu":
-        path = Path(calibration) if calibration else CPU_STEP_OVERLAP_JSON
-        steps = json.loads(path.read_text())["steps"]
-        return LatencyProfile.from_step_overlap_json(path, k if k is not None and str(k) in steps else None)
-    layouts = {"h100-same-gpu": {}, "h100-two-gpus": {"draft_on_own_device": True},
-               "h100-paper": {"target_devices": 4, "draft_on_own_device": True}}
-    if name in layouts:
-        return LatencyProfile.from_published(target_bytes_per_param=target_bytes_per_param, **layouts[name])
-    raise ValueError(f"unknown profile {name!r}: expected one of {', '.join(PROFILE_NAMES)}")

@@ -28,8 +28,6 @@ from typing import Any
 
 import torch
 
-from minedraft import envs
-
 Job = Callable[[], Any]
 
 
@@ -145,12 +143,13 @@ class CudaStreamLane(Lane):
         return outcome
 
 
-def make_lane(kind: str, device: torch.device) -> Lane:
-    """``kind``: ``overlap`` (thread or CUDA stream by device) or ``serial``."""
+def make_lane(kind: str, device: torch.device, lane_threads: int | None = 1) -> Lane:
+    """``kind``: ``overlap`` (thread or CUDA stream by device) or ``serial``;
+    ``lane_threads``: intra-op threads of a CPU lane thread (None: torch's default)."""
     if kind == "serial":
         return InlineLane()
     if kind != "overlap":
         raise ValueError(f"unknown MINEDRAFT_LANE {kind!r}: expected 'overlap' or 'serial'")
     if device.type == "cuda":
         return CudaStreamLane(device)
-    return ThreadLane(lane_threads=envs.lane_threads())
+    return ThreadLane(lane_threads=lane_threads)

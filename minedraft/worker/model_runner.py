@@ -12,13 +12,18 @@ catches up on every accepted token before it drafts.
 
 In a fallback step ``propose`` runs inline as in vLLM, after any job still on
 the lane has finished (the drafter's buffers belong to one call at a time).
+
+The contract with the scheduler is typed: every step brings a
+``MineDraftSchedulerOutput`` (``defer_drafts``: capture this step's propose;
+``draft_only_req_ids``: the requests whose drafts the job submitted this step
+must deliver). The runner checks that the job covers every one of them.
+The drafter is routed through one proxy, installed once on the drafter at
+start-up (``drafter.propose``), that captures or runs the call per step.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator
 
 from vllm.config import CompilationMode
 from minedraft.log import get_logger
@@ -26,7 +31,9 @@ from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
+from minedraft.core.output import MineDraftSchedulerOutput
 from minedraft.monkeypatch import apply_cpu_overlap_patches
+from minedraft.settings import MineDraftSettings
 from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
 from minedraft.worker.lanes import Lane, make_lane
 from minedraft.worker.step_profile import StepProfiler
@@ -38,19 +45,25 @@ class DraftLaneError(RuntimeError):
     """The draft lane failed; the engine stops with this error."""
 
 
+class LanePlanError(RuntimeError):
+    """The worker got a step the scheduler did not plan for MineDraft."""
+
+
 class MineDraftCPUModelRunner(CPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.draft_lane: Lane = make_lane(self._lane_kind(), self.device)
+        self.settings = MineDraftSettings.of(self.vllm_config)
+        self.draft_lane: Lane = make_lane(self._lane_kind(), self.device, self.settings.lane_threads)
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
-        profile_path = envs.step_profile_path()
+        profile_path = self.settings.step_profile
         self.step_profiler = StepProfiler(profile_path) if profile_path else None
+        self._install_propose_proxy()
         logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
 
     def _lane_kind(self) -> str:
-        kind = envs.lane_mode()
+        kind = self.settings.lane
         if kind != "overlap" or self.device.type != "cpu":
             return kind
         if self.compilation_config.mode != CompilationMode.NONE:
@@ -65,19 +78,14 @@ class MineDraftCPUModelRunner(CPUModelRunner):
 
     # -------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
-        self._defer_this_step = bool(getattr(scheduler_output, "defer_drafts", False))
+        plan = _lane_plan(scheduler_output)
+        self._defer_this_step = plan.defer_drafts
         if self.step_profiler is not None:
             self.step_profiler.begin(
-                len(scheduler_output.num_scheduled_tokens),
-                len(getattr(scheduler_output, "draft_only_req_ids", ())),
-                self._defer_this_step,
+                len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
-        self._submit_deferred_job()
+        self._submit_deferred_job(plan.draft_only_req_ids)
         return super().execute_model(scheduler_output, intermediate_tensors)
-
-    def sample_tokens(self, grammar_output):
-        with self._route_propose():
-            return super().sample_tokens(grammar_output)
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if self.step_profiler is not None:
@@ -90,12 +98,18 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         return _merge(lane, inline)
 
     # -------------------------------------------------------------- lane
-    def _submit_deferred_job(self) -> None:
+    def _submit_deferred_job(self, planned: list[str]) -> None:
         # Drafts of a job whose step had no take_draft_token_ids (an empty
         # step) are stale: drop them. The drafter's KV cache was still updated.
         self._collect_lane()
         self._lane_drafts = None
         job, self._captured_job = self._captured_job, None
+        missing = set(planned) - set(job.req_ids if job is not None else ())
+        if missing:
+            raise LanePlanError(
+                f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
+                "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
+            )
         if job is not None:
             job = _inject_fault(job, envs.fault_injection())
             run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
@@ -112,39 +126,46 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         req_ids, drafts = result
         self._lane_drafts = DraftTokenIds(req_ids, as_lists(drafts))
 
-    @contextlib.contextmanager
-    def _route_propose(self) -> Iterator[None]:
+    def _install_propose_proxy(self) -> None:
+        """Route the drafter's ``propose`` through :meth:`_propose` (once, at start-up).
+
+        vLLM's runner calls ``self.drafter.propose(...)`` from its sampling
+        step; the proxy on this runner's own drafter instance decides per step
+        whether the call runs now or is captured for the draft lane.
+        """
         drafter = getattr(self, "drafter", None)
         if drafter is None:
-            yield
             return
-        real_propose = drafter.propose
-        if self._defer_this_step:
-            drafter.propose = self._make_capture(real_propose)
-        else:
-            drafter.propose = self._make_inline(real_propose)
-        try:
-            yield
-        finally:
-            del drafter.propose  # back to the class attribute
+        real_propose = drafter.propose  # the bound method of the drafter's class
 
-    def _make_capture(self, real_propose):
-        def capture(*args, **kwargs):
-            self._captured_job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
-            num_reqs = self.input_batch.num_reqs
-            k = self.speculative_config.num_speculative_tokens
-            if self.speculative_config.method == "ngram":
-                return [[] for _ in range(num_reqs)]
-            return placeholder_drafts(num_reqs, k, self.device)
+        def propose(*args, **kwargs):
+            return self._propose(real_propose, args, kwargs)
 
-        return capture
+        drafter.propose = propose
 
-    def _make_inline(self, real_propose):
-        def inline(*args, **kwargs):
-            self._collect_lane()
+    def _propose(self, real_propose, args: tuple, kwargs: dict):
+        if not self._defer_this_step:
+            self._collect_lane()  # the drafter's buffers belong to one call at a time
             return real_propose(*args, **kwargs)
+        self._captured_job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+        num_reqs = self.input_batch.num_reqs
+        if self.speculative_config.method == "ngram":
+            return [[] for _ in range(num_reqs)]
+        return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
 
-        return inline
+
+def _lane_plan(scheduler_output) -> MineDraftSchedulerOutput:
+    """The step's lane plan. Only an empty step (vLLM's dummy and idle paths) may
+    come without one; anything else means MineDraft's scheduler is not the one
+    scheduling for this worker."""
+    if isinstance(scheduler_output, MineDraftSchedulerOutput):
+        return scheduler_output
+    if scheduler_output.total_num_scheduled_tokens == 0:
+        return MineDraftSchedulerOutput.extend(scheduler_output, [], False)
+    raise LanePlanError(
+        f"minedraft: the worker got a {type(scheduler_output).__name__} without MineDraft's lane plan; "
+        "MineDraft's worker needs MineDraft's scheduler (--scheduler-cls minedraft)."
+    )
 
 
 def _merge(a: DraftTokenIds | None, b: DraftTokenIds | None) -> DraftTokenIds | None:

@@ -1,18 +1,13 @@
-"""Unusual and invalid requests through one engine; prints ``RESULT {json}``.
+"""Unusual and invalid requests through one engine (a child, :mod:`minedraft.launch.child`).
 
-``python tests/e2e/request_cases.py MODE`` with MODE ``stock_sd`` or
-``minedraft``. Each case records either the outputs or the error vLLM raised
+The spec names the mode (``stock_sd`` or ``minedraft_parallel``). Each case records either the outputs or the error vLLM raised
 (type and message), then a plain greedy request checks the engine still works.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+from minedraft.launch.child import serve
+from minedraft.launch.engine_args import Speculation, engine_kwargs
 
 MAX_MODEL_LEN = 512
 
@@ -55,32 +50,30 @@ def summarize(outs) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def make_handler(spec: dict):
     from vllm import LLM, SamplingParams
 
-    mode = sys.argv[1]
-    target, draft = sys.argv[2], sys.argv[3]
-    kw = dict(model=target, dtype="float32", enforce_eager=True, max_model_len=MAX_MODEL_LEN, seed=0,
-              disable_log_stats=False,
-              block_size=32, speculative_config={"method": "draft_model", "model": draft,
-                                                 "num_speculative_tokens": 3})
-    if mode == "minedraft":
-        kw["scheduler_cls"] = "minedraft"
-    llm = LLM(**kw)
-    vocab = llm.get_tokenizer().vocab_size
-    results = {}
-    for name, make in cases(vocab).items():
-        try:
-            prompts, params = make()
-            results[name] = {"outputs": summarize(llm.generate(prompts, params, use_tqdm=False))}
-        except Exception as e:  # the behaviour under test
-            results[name] = {"error": type(e).__name__, "message": str(e).splitlines()[0][:300]}
-    after = llm.generate([{"prompt_token_ids": [7] * 30}] * 6, SamplingParams(temperature=0, max_tokens=20,
-                                                                             ignore_eos=True), use_tqdm=False)
-    results["engine_still_serves"] = {"outputs": summarize(after)}
-    metrics = {m.name: m.value for m in llm.get_metrics() if m.name.startswith("minedraft:") and hasattr(m, "value")}
-    print("RESULT " + json.dumps({"results": results, "metrics": metrics}))
+    llm = LLM(**engine_kwargs(spec["mode"], spec["target"], Speculation(spec["draft"], 3),
+                              max_model_len=MAX_MODEL_LEN))
+
+    def run(command: dict) -> dict:
+        vocab = llm.get_tokenizer().vocab_size
+        results = {}
+        for name, make in cases(vocab).items():
+            try:
+                prompts, params = make()
+                results[name] = {"outputs": summarize(llm.generate(prompts, params, use_tqdm=False))}
+            except Exception as e:  # the behaviour under test
+                results[name] = {"error": type(e).__name__, "message": str(e).splitlines()[0][:300]}
+        after = llm.generate([{"prompt_token_ids": [7] * 30}] * 6,
+                             SamplingParams(temperature=0, max_tokens=20, ignore_eos=True), use_tqdm=False)
+        results["engine_still_serves"] = {"outputs": summarize(after)}
+        metrics = {m.name: m.value for m in llm.get_metrics()
+                   if m.name.startswith("minedraft:") and hasattr(m, "value")}
+        return {"results": results, "metrics": metrics}
+
+    return run
 
 
 if __name__ == "__main__":
-    main()
+    serve(make_handler)

@@ -26,7 +26,7 @@ def kit():
 
 @pytest.fixture(scope="module")
 def target_alone(kit):
-    return run_engine("target", kit)
+    return run_engine("no_sd", kit)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def stock_sd(kit):
 
 @pytest.fixture(scope="module")
 def minedraft(kit):
-    return run_engine("minedraft", kit)
+    return run_engine("minedraft_parallel", kit)
 
 
 def test_stock_sd_matches_target(target_alone, stock_sd):
@@ -62,5 +62,5 @@ def test_workload_forced_preemption(target_alone, minedraft):
 
 def test_draft_lane_fault_becomes_an_engine_error(kit):
     with pytest.raises(RuntimeError, match="draft lane failed|injected draft-lane fault"):
-        run_mode("minedraft", str(kit.target), str(kit.draft_perturbed), num_requests=8,
+        run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), num_requests=8,
                  env={"MINEDRAFT_INJECT_FAULT": "draft_lane"}, timeout=300)

@@ -24,14 +24,13 @@ Shutdown: every draft-lane job first touches a marker file and then stalls
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from engine_child import run_script
+
+from minedraft.launch.child import run_once, serve
 
 pytestmark = pytest.mark.e2e
 
@@ -55,13 +54,14 @@ def prompts() -> list[list[int]]:
 
 
 def engine_kwargs(kit, minedraft: bool) -> dict:
-    kw = dict(model=str(kit.target), dtype="float32", enforce_eager=True, max_model_len=512, seed=0,
-              disable_log_stats=False, block_size=32, max_num_batched_tokens=256, enable_prefix_caching=True)
-    if minedraft:
-        kw.update(scheduler_cls="minedraft", num_gpu_blocks_override=20,
-                  speculative_config={"method": "draft_model", "model": str(kit.draft_perturbed),
-                                      "num_speculative_tokens": K})
-    return kw
+    from minedraft.launch.engine_args import Speculation
+    from minedraft.launch.engine_args import engine_kwargs as mode_kwargs
+
+    common = dict(max_model_len=512, max_num_batched_tokens=256, enable_prefix_caching=True)
+    if not minedraft:
+        return mode_kwargs("no_sd", str(kit.target), **common)
+    return mode_kwargs("minedraft_parallel", str(kit.target), Speculation(str(kit.draft_perturbed), K),
+                       num_gpu_blocks_override=20, **common)
 
 
 # --------------------------------------------------------------------------
@@ -208,15 +208,15 @@ async def run_shutdown(marker: str) -> dict:
             "draft_jobs_started": Path(marker).read_text().count("started")}
 
 
-def child_main() -> None:
-    scenario, out_path = sys.argv[1], Path(sys.argv[2])
-    if scenario == "reference":
-        result = run_reference()
-    elif scenario == "aborts":
-        result = run_aborts()
-    else:
-        result = asyncio.run(run_shutdown(os.environ["MINEDRAFT_FAULT_MARKER"]))
-    out_path.write_text(json.dumps(result))
+def make_handler(spec: dict):
+    def run(command: dict) -> dict:
+        if spec["scenario"] == "reference":
+            return run_reference()
+        if spec["scenario"] == "aborts":
+            return run_aborts()
+        return asyncio.run(run_shutdown(os.environ["MINEDRAFT_FAULT_MARKER"]))
+
+    return run
 
 
 # --------------------------------------------------------------------------
@@ -224,8 +224,8 @@ def child_main() -> None:
 # --------------------------------------------------------------------------
 
 def run_child(workdir: Path, scenario: str, env: dict | None = None) -> dict:
-    out = workdir / f"{scenario}.json"
-    return run_script(__file__, [scenario, str(out)], out, scenario, CHILD_TIMEOUT, env)
+    return run_once([__file__], {"name": scenario, "scenario": scenario}, log_dir=workdir, env=env,
+                    timeout_s=CHILD_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -290,4 +290,4 @@ def test_shutdown_with_a_draft_job_in_flight(workdir):
 
 
 if __name__ == "__main__":
-    child_main()
+    serve(make_handler)

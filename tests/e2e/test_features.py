@@ -5,7 +5,7 @@ method.
 Three modes see identical requests: the target alone, stock speculative
 decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``). Each engine runs in its own subprocess (this
-file run as a script, one engine per process, several workloads per engine),
+file run as a child, :mod:`minedraft.launch.child`, one engine per process, several workloads per engine),
 like :mod:`minedraft.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
 
@@ -19,13 +19,11 @@ covered by ``test_exactness.py``).
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
-from engine_child import run_script
+
+from minedraft.launch.child import run_once, serve
 
 pytestmark = pytest.mark.e2e
 
@@ -121,22 +119,19 @@ def pick_stops(probe: list[dict]) -> list[dict]:
 # Engine side (runs in a subprocess: python this_file.py SPEC_JSON OUT_JSON)
 # --------------------------------------------------------------------------
 
-def engine_kwargs(mode: str) -> dict:
+def engine_kwargs(scenario: str) -> dict:
+    """Scenario -> engine: ``minedraft*`` scenarios run MineDraft pinned to parallel mode."""
     from minedraft.kit import build_kit
+    from minedraft.launch.engine_args import Speculation
+    from minedraft.launch.engine_args import engine_kwargs as mode_kwargs
 
     kit = build_kit()
-    kw = dict(model=str(kit.target), dtype="float32", enforce_eager=True, max_model_len=MAX_MODEL_LEN,
-              seed=0, disable_log_stats=False, enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
-              enable_prefix_caching=True, block_size=32)
-    if mode in ("stock_sd", "minedraft", "minedraft_async"):
-        kw["speculative_config"] = {"method": "draft_model", "model": str(kit.draft_perturbed),
-                                    "num_speculative_tokens": K}
-    elif mode == "minedraft_ngram":
-        kw["speculative_config"] = {"method": "ngram", "num_speculative_tokens": K,
-                                    "prompt_lookup_min": 2, "prompt_lookup_max": 4}
-    if mode.startswith("minedraft"):
-        kw["scheduler_cls"] = "minedraft"
-    return kw
+    mode = {"target": "no_sd", "stock_sd": "stock_sd"}.get(scenario, "minedraft_parallel")
+    speculation = (Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
+                   if scenario == "minedraft_ngram" else Speculation(str(kit.draft_perturbed), K))
+    return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
+                       enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
+                       enable_prefix_caching=True)
 
 
 def summarize(request_outputs) -> list[dict]:
@@ -248,13 +243,11 @@ async def run_async(spec: dict) -> dict:
         engine.shutdown()
 
 
-def child_main() -> None:
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    spec = json.loads(Path(sys.argv[1]).read_text())
-    result = asyncio.run(run_async(spec)) if spec["mode"] == "minedraft_async" else run_sync(spec)
-    Path(sys.argv[2]).write_text(json.dumps(result))
+def make_handler(spec: dict):
+    def run(command: dict) -> dict:
+        return asyncio.run(run_async(spec)) if spec["mode"] == "minedraft_async" else run_sync(spec)
+
+    return run
 
 
 # --------------------------------------------------------------------------
@@ -262,10 +255,7 @@ def child_main() -> None:
 # --------------------------------------------------------------------------
 
 def run_child(tmp_dir: Path, spec: dict) -> dict:
-    name = spec["mode"]
-    spec_path, out_path = tmp_dir / f"{name}.spec.json", tmp_dir / f"{name}.out.json"
-    spec_path.write_text(json.dumps(spec))
-    return run_script(__file__, [str(spec_path), str(out_path)], out_path, f"{name} engine", CHILD_TIMEOUT)
+    return run_once([__file__], {"name": spec["mode"], **spec}, log_dir=tmp_dir, timeout_s=CHILD_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -498,4 +488,4 @@ def test_ngram_matches_target(target, minedraft_ngram):
 
 
 if __name__ == "__main__":
-    child_main()
+    serve(make_handler)

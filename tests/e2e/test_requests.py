@@ -8,15 +8,12 @@ serving afterwards.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from minedraft.kit import build_kit
+from minedraft.launch.child import run_once
 
 pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).with_name("request_cases.py")
@@ -24,11 +21,8 @@ SCRIPT = Path(__file__).with_name("request_cases.py")
 
 def run_cases(mode: str) -> dict:
     kit = build_kit()
-    proc = subprocess.run([sys.executable, str(SCRIPT), mode, str(kit.target), str(kit.draft_perturbed)],
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ))
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, f"{mode} engine failed:\n{(proc.stdout + proc.stderr)[-4000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_once([str(SCRIPT)], {"name": mode, "mode": mode, "target": str(kit.target),
+                                    "draft": str(kit.draft_perturbed)}, timeout_s=600)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def stock():
 
 @pytest.fixture(scope="module")
 def minedraft():
-    return run_cases("minedraft")
+    return run_cases("minedraft_parallel")
 
 
 CASES = ["prompt_over_max_model_len", "max_tokens_0", "negative_temperature", "top_p_zero", "logprobs",

@@ -164,7 +164,7 @@ def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
 
 
 def test_packaged_calibration_is_the_committed_measurement():
-    from minedraft.simulator.profile import CPU_STEP_OVERLAP_JSON, PACKAGED_CPU_STEP_OVERLAP_JSON
+    from minedraft.simulator.calibrate import CPU_STEP_OVERLAP_JSON, PACKAGED_CPU_STEP_OVERLAP_JSON
 
     assert PACKAGED_CPU_STEP_OVERLAP_JSON.read_bytes() == CPU_STEP_OVERLAP_JSON.read_bytes(), (
         "copy benchmarks/results/cpu/step_overlap.json to minedraft/simulator/calibration/")

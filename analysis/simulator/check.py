@@ -31,17 +31,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minedraft.simulator.calibrate import CPU_STEP_OVERLAP_JSON, fit_step_overlap
 from minedraft.simulator.model import (
     KIT_TAU,
     KIT_TAU_K,
-    MODES,
     Workload,
     acceptance_from_length,
     alpha_from_tau,
     predict,
     predict_mode,
 )
-from minedraft.simulator.profile import CPU_STEP_OVERLAP_JSON, LatencyProfile, ModelShape, draft_cost_ratio
+from minedraft.simulator.profile import LatencyProfile, ModelShape, draft_cost_ratio
 
 FORMATS = ("step_overlap", "summary")
 # A summary row's mode (minedraft.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
@@ -131,7 +131,7 @@ def cpu_profiles(calibration: str | Path, ks: Iterable[int], *,
     (held constant beyond them; on the 2-core CPU it grows with k)."""
     data = json.loads(Path(calibration).read_text())
     have = sorted(int(k) for k in data["steps"])
-    fitted = {k: LatencyProfile.from_step_overlap_json(calibration, k, alpha=alpha) for k in have}
+    fitted = {k: fit_step_overlap(calibration, k, alpha=alpha) for k in have}
     out = {}
     for k in sorted(set(ks)):
         if k in fitted:
@@ -211,7 +211,7 @@ def check_step_overlap(data: Mapping, path: str | Path, *, tau: float = KIT_TAU,
     alpha = alpha_from_tau(tau, tau_k)
     workload = Workload(int(data["prompt_tokens"]), int(data["output_tokens"]))
     ks = sorted({int(r["k"]) for r in data["e2e"]})
-    profiles = {k: LatencyProfile.from_step_overlap_json(path, k if str(k) in data["steps"] else None, alpha=alpha)
+    profiles = {k: fit_step_overlap(path, k if str(k) in data["steps"] else None, alpha=alpha)
                 for k in ks}
     rows = []
     for r in data["e2e"]:

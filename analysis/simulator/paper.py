@@ -15,7 +15,7 @@ the ratio does not depend on the acceptance rate (both modes yield τ tokens per
 verification), so the dataset enters only through the prompt length (KV reads,
 prefill) and the acceptance the prefill is amortised over.
 
-Pure: no files. :mod:`~minedraft.simulator.report` renders the rows.
+Pure: no files. :mod:`~analysis.simulator.report` renders the rows.
 """
 
 from __future__ import annotations

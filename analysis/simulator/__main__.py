@@ -1,11 +1,11 @@
 """Predict tokens/s of no SD, stock SD and MineDraft; check the model on measurements; compare with the paper.
 
-    python -m minedraft.simulator --profile cpu --k 3 --tau 2.4 --batch 4 8 16
-    python -m minedraft.simulator --profile h100-two-gpus --k 3 --alpha 0.7 --batch 8 16 32 64
-    python -m minedraft.simulator --check benchmarks/results/cpu/step_overlap.json
-    python -m minedraft.simulator --check benchmarks/results/cpu/summary.json
-    python -m minedraft.simulator --paper
-    python -m minedraft.simulator --report benchmarks/results/simulator_report.md
+    python -m analysis.simulator --profile cpu --k 3 --tau 2.4 --batch 4 8 16
+    python -m analysis.simulator --profile h100-two-gpus --k 3 --alpha 0.7 --batch 8 16 32 64
+    python -m analysis.simulator --check benchmarks/results/cpu/step_overlap.json
+    python -m analysis.simulator --check benchmarks/results/cpu/summary.json
+    python -m analysis.simulator --paper
+    python -m analysis.simulator --report benchmarks/results/simulator_report.md
 
 Profiles: ``cpu`` (fitted on the committed CPU measurements), ``h100-same-gpu``,
 ``h100-two-gpus``, ``h100-paper`` (published figures and stated assumptions, see
@@ -22,18 +22,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minedraft.simulator.model import (
-    COMPARISONS,
-    KIT_AGREEMENT,
-    KIT_TAU,
-    KIT_TAU_K,
-    Workload,
-    acceptance,
-    choose_mode,
-    predict,
-)
-from minedraft.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
-from minedraft.simulator.profile import PROFILE_NAMES, ForwardCost, LatencyProfile, profile_by_name
+from minedraft.simulator.model import COMPARISONS, KIT_AGREEMENT, KIT_TAU, KIT_TAU_K, Workload, acceptance, choose_mode, predict
+from analysis.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
+from minedraft.simulator.profile import ForwardCost, LatencyProfile
+from minedraft.simulator.calibrate import PROFILE_NAMES, profile_by_name
 
 LABELS = {"equal_concurrency": "equal concurrency: every mode runs N requests",
           "paper": "paper setting: MineDraft runs 2N (two groups of N), stock SD and no SD run N"}
@@ -128,8 +120,8 @@ def run_check(path: str, tau: float, tau_k: int, *, calibration: str | None = No
 
 
 def run_paper() -> int:
-    from minedraft.simulator.paper import compare_headlines
-    from minedraft.simulator.report import paper_section
+    from analysis.simulator.paper import compare_headlines
+    from analysis.simulator.report import paper_section
 
     rows = compare_headlines()
     print("The paper's headline table (minedraft-paper.md §1.5) next to the model: MineDraft at 2m over stock SD at "
@@ -141,7 +133,7 @@ def run_paper() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m minedraft.simulator", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m analysis.simulator", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", choices=PROFILE_NAMES, default="cpu")
     ap.add_argument("--calibration", help="step_overlap.json for the cpu profile, the check of a summary and the "
@@ -171,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     "benchmarks/results/cpu/summary.json when it exists)")
     args = ap.parse_args(argv)
     if args.report:
-        from minedraft.simulator.report import write_report
+        from analysis.simulator.report import write_report
 
         kw = {"step_overlap": args.calibration} if args.calibration else {}
         write_report(args.report, summary=args.summary, draft_fixed_scaling=args.draft_fixed_scaling, **kw)

@@ -1,0 +1,1 @@
+"""Offline analysis, outside the runtime package."""

@@ -1,0 +1,82 @@
+"""MineDraft's settings: parsed once in the front end, carried to the engine in vLLM's config."""
+
+from __future__ import annotations
+
+import pytest
+from scheduler_harness import fake_model_dir, make_scheduler
+from vllm.engine.arg_utils import EngineArgs
+
+from minedraft.core.scheduler import MineDraftScheduler
+from minedraft.errors import MineDraftConfigError
+from minedraft.settings import CONFIG_KEY, MineDraftSettings
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return fake_model_dir(tmp_path_factory.mktemp("model"))
+
+
+def test_defaults_then_environment_then_additional_config():
+    assert MineDraftSettings.parse({}, environ={}) == MineDraftSettings()
+    env = {"MINEDRAFT_MODE": "stock", "MINEDRAFT_LANE": "serial", "MINEDRAFT_LANE_THREADS": "0"}
+    assert MineDraftSettings.parse({}, environ=env) == MineDraftSettings("stock", "serial", None)
+    given = {CONFIG_KEY: {"mode": "parallel", "lane_threads": 2}}
+    assert MineDraftSettings.parse(given, environ=env) == MineDraftSettings("parallel", "serial", 2)
+
+
+@pytest.mark.parametrize(("additional", "env", "message"), [
+    ({}, {"MINEDRAFT_MODE": "fast"}, "MINEDRAFT_MODE='fast' is not one of auto, parallel, stock."),
+    ({}, {"MINEDRAFT_LANE": "gpu"}, "MINEDRAFT_LANE='gpu' is not one of overlap, serial."),
+    ({}, {"MINEDRAFT_LANE_THREADS": "two"}, "MINEDRAFT_LANE_THREADS='two' is not an integer."),
+    ({CONFIG_KEY: {"mode": "fast"}}, {}, "additional_config['minedraft']['mode']='fast' is not one of"),
+    ({CONFIG_KEY: {"lane_threads": -1}}, {}, "lane_threads must be a positive integer"),
+    ({CONFIG_KEY: {"modes": "auto"}}, {}, "unknown setting(s) 'modes'"),
+    ({CONFIG_KEY: "parallel"}, {}, "must be an object"),
+])
+def test_bad_settings_are_one_line_naming_their_source(additional, env, message):
+    with pytest.raises(MineDraftConfigError) as err:
+        MineDraftSettings.parse(additional, environ=env)
+    text = str(err.value)
+    assert message in text and text.startswith("minedraft: ") and "\n" not in text
+
+
+def test_carried_settings_are_not_parsed_again(monkeypatch):
+    carried = MineDraftSettings(mode="stock", lane="serial").to_config()
+    monkeypatch.setenv("MINEDRAFT_MODE", "fast")  # would be refused if read again
+    config = type("Config", (), {"additional_config": {CONFIG_KEY: carried}})()
+    assert MineDraftSettings.of(config) == MineDraftSettings(mode="stock", lane="serial")
+
+
+def test_front_end_puts_settings_into_the_config_the_engine_reads(model_dir, monkeypatch):
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    monkeypatch.setenv("MINEDRAFT_MODE", "stock")
+    args = EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512,
+                      scheduler_cls="minedraft", additional_config={CONFIG_KEY: {"lane": "serial"}},
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    vllm_config = args.create_engine_config()
+    assert vllm_config.additional_config[CONFIG_KEY]["mode"] == "stock"
+    assert vllm_config.additional_config[CONFIG_KEY]["lane"] == "serial"
+    # The engine core's process reads the config, not its environment.
+    monkeypatch.setenv("MINEDRAFT_MODE", "parallel")
+    assert MineDraftSettings.of(vllm_config) == MineDraftSettings(mode="stock", lane="serial")
+
+
+def test_a_bad_setting_is_refused_before_the_model_loads(model_dir, monkeypatch):
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    monkeypatch.setenv("MINEDRAFT_MODE", "fastest")
+    args = EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512,
+                      scheduler_cls="minedraft",
+                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    with pytest.raises(MineDraftConfigError, match="MINEDRAFT_MODE='fastest'"):
+        args.create_engine_config()
+
+
+def test_scheduler_follows_its_config(model_dir, monkeypatch):
+    monkeypatch.setenv("MINEDRAFT_MODE", "stock")
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    assert sched.settings.mode == "stock" and sched.mode_policy.mode == "stock"
+    assert sched.lane_placement == "cpu-threads"

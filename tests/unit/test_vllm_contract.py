@@ -1,0 +1,130 @@
+"""What MineDraft relies on in vLLM 0.32.0, and its own scheduler -> worker contract.
+
+Each vLLM test fails when vLLM stops providing a hook MineDraft uses, instead
+of MineDraft silently changing behaviour on an upgrade.
+"""
+
+from __future__ import annotations
+
+import inspect
+import queue
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.outputs import DraftTokenIds
+
+from minedraft.core.output import MineDraftSchedulerOutput
+from minedraft.worker import model_runner
+from minedraft.worker.draft_job import DraftJob
+from minedraft.worker.lanes import InlineLane
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return fake_model_dir(tmp_path_factory.mktemp("model"))
+
+
+# ------------------------------------------------------------------ vLLM's hooks
+
+
+def test_vllm_skips_a_decode_request_until_its_next_decode_eligible_step(model_dir):
+    """MineDraft holds a request out of a step through this field alone."""
+    sched = make_scheduler(model_dir, Scheduler)
+    for i in range(2):
+        sched.add_request(make_request(f"r{i}", 20, 30))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())  # prefill
+    held = sched.requests["r0"]
+    held.next_decode_eligible_step = sched.current_step + 2  # skip the next schedule() only
+    out = sched.schedule()
+    assert "r0" not in out.num_scheduled_tokens and "r1" in out.num_scheduled_tokens
+    worker.step(sched, out)
+    assert "r0" in sched.schedule().num_scheduled_tokens
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def record(*args, **kwargs):
+            self.calls.append(name)
+            return self.results.get(name)
+
+        return record
+
+
+def test_engine_core_joins_drafts_after_update_from_output():
+    """MineDraft times a step to the next schedule() because vLLM takes the drafts
+    (take_draft_token_ids, where a parallel step joins its lane) in the post-step,
+    after update_from_output."""
+    from vllm.v1.engine.core import EngineCoreProc
+
+    log = _Recorder()
+    log.results = {"has_requests": True, "schedule": SimpleNamespace(total_num_scheduled_tokens=1),
+                   "update_from_output": {}, "take_draft_token_ids": DraftTokenIds(["r"], [[1]])}
+    future = Future()
+    future.set_result(None)  # no output yet: vLLM calls sample_tokens
+    log.results["execute_model"] = future
+    core = object.__new__(EngineCoreProc)
+    core.scheduler = core.model_executor = log
+    core.vllm_config = SimpleNamespace(observability_config=SimpleNamespace(enable_logging_iteration_details=False))
+    core.log_stats, core._weight_version = False, None
+    core.aborts_queue, core.output_queue = queue.Queue(), queue.Queue()
+    core.check_for_draft_tokens, core.async_scheduling = True, False
+    core.step_fn = core.step
+    core._process_engine_step()
+    order = [c for c in log.calls if c in ("schedule", "execute_model", "sample_tokens", "update_from_output",
+                                           "take_draft_token_ids", "update_draft_token_ids")]
+    assert order == ["schedule", "execute_model", "sample_tokens", "update_from_output",
+                     "take_draft_token_ids", "update_draft_token_ids"]
+
+
+def test_runner_drafts_through_drafter_propose():
+    """The deferred path captures ``self.drafter.propose``: vLLM's runner must call it
+    from its sampling step for the methods MineDraft supports."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    propose_source = inspect.getsource(GPUModelRunner.propose_draft_token_ids)
+    assert propose_source.count("self.drafter.propose(") >= 2  # ngram and draft_model paths
+    assert "propose_draft_token_ids(" in inspect.getsource(GPUModelRunner.sample_tokens)
+    assert "def take_draft_token_ids" in inspect.getsource(GPUModelRunner)
+
+
+# ------------------------------------------------------------------ scheduler -> worker
+
+
+def _empty_output() -> SchedulerOutput:
+    return SchedulerOutput.make_empty()
+
+
+def test_worker_refuses_a_step_without_minedraft_plan():
+    out = _empty_output()
+    assert model_runner._lane_plan(out).defer_drafts is False  # vLLM's empty steps pass
+    out.total_num_scheduled_tokens = 4
+    with pytest.raises(model_runner.LanePlanError, match="needs MineDraft's scheduler"):
+        model_runner._lane_plan(out)
+    planned = MineDraftSchedulerOutput.extend(out, ["r1"], True)
+    assert model_runner._lane_plan(planned) is planned
+
+
+def _runner_stub(job: DraftJob | None) -> SimpleNamespace:
+    stub = SimpleNamespace(_captured_job=job, _lane_drafts=None, draft_lane=InlineLane(), step_profiler=None)
+    stub._collect_lane = lambda: model_runner.MineDraftCPUModelRunner._collect_lane(stub)
+    return stub
+
+
+def test_deferred_job_must_cover_every_planned_request():
+    job = DraftJob(["r1", "r2", "prefilling"], lambda: [[5], [6], [7]], (), {})
+    stub = _runner_stub(job)
+    model_runner.MineDraftCPUModelRunner._submit_deferred_job(stub, ["r1", "r2"])
+    model_runner.MineDraftCPUModelRunner._collect_lane(stub)
+    assert stub._lane_drafts.req_ids == ["r1", "r2", "prefilling"]
+    with pytest.raises(model_runner.LanePlanError, match=r"\['r3'\]"):
+        model_runner.MineDraftCPUModelRunner._submit_deferred_job(_runner_stub(job), ["r1", "r3"])
+    with pytest.raises(model_runner.LanePlanError):
+        model_runner.MineDraftCPUModelRunner._submit_deferred_job(_runner_stub(None), ["r1"])
