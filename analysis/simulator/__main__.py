@@ -13,7 +13,7 @@ minedraft/simulator/profile.py). Without ``--tau``/``--alpha`` the kit's accepta
 is used (τ = 2.40 at k = 3, α = 0.665).
 
 ``--check`` reads either a step_overlap.json or a sweep's summary.json (told apart
-by content; see minedraft/simulator/check.py). ``--paper`` prints the paper's
+by content; see analysis/simulator/check.py). ``--paper`` prints the paper's
 headline table next to the model; ``--report`` writes the full report.
 """
 
