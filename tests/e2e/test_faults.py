@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 from engine_child import run_script
 
-pytestmark = pytest.mark.e2e
 
 K = 3
 N_FIRST, N_SECOND = 24, 8  # the second wave arrives after the first aborts

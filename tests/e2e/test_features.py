@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 from engine_child import run_script
 
-pytestmark = pytest.mark.e2e
 
 K = 3
 MAX_MODEL_LEN = 1024

@@ -18,7 +18,6 @@ import pytest
 
 from minedraft.kit import build_kit
 
-pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).with_name("request_cases.py")
 
 
