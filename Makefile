@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
 DEVICE ?= cpu
 
-.PHONY: setup demo test test-unit test-e2e soak bench bench-serving bench-steps bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak test-upstream bench bench-serving bench-steps bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -31,19 +31,26 @@ kit: setup
 demo: setup
 	$(PY) -m minedraft.demo
 
-# Benchmarks run once here (--benchmark-disable) so they keep working.
+# Every tier, as CI runs it. Benchmarks run once here (--benchmark-disable) so they keep working.
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable tests benchmarks
 
+# The tiers, fastest first (markers set by folder in tests/conftest.py; `pytest -m` works too).
+# No vLLM engine, about 1.5 min; starting an engine fails the test (tests/unit/engine_guard.py).
 test-unit: setup
-	$(PY) -m pytest -q tests/unit
+	$(PY) -m pytest -q -p no:cacheprovider -m unit tests/unit
 
+# Real engines on CPU (the e2e tier of `make test`).
 test-e2e: setup
-	$(PY) -m pytest -q tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests/e2e
 
 # 2,000 requests through `minedraft serve` with aborts and disconnects (~4 min; also in `make test`).
 soak: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/soak
+	$(PY) -m pytest -q -p no:cacheprovider -m soak tests/soak
+
+# vLLM 0.32.0's own scheduler tests against MineDraft's scheduler (fetches vLLM's sdist once).
+test-upstream: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m upstream tests/upstream
 
 BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds

@@ -1,10 +1,43 @@
+"""Settings for every test, and the tiers: each test is marked with its folder.
+
+``tests/unit`` (no engine, seconds), ``tests/e2e`` (real vLLM engines on CPU),
+``tests/soak`` and ``tests/upstream`` (vLLM's own scheduler tests) are the
+tiers, fastest first; their markers are registered in pyproject.toml and set
+here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
+anyone marking a test by hand.
+"""
+
 import os
 import sys
 from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Exactness tests must exercise parallel steps; the auto policy has its own tests.
 os.environ.setdefault("MINEDRAFT_MODE", "parallel")
-sys.path.insert(0, str(Path(__file__).parent / "unit"))
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS / "unit"))
+
+TIERS = ("unit", "e2e", "soak", "upstream")
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of a test file under tests/ (its first folder), None outside tests/."""
+    try:
+        folder = Path(path).resolve().relative_to(TESTS).parts[0]
+    except ValueError:
+        return None  # benchmarks/: collected by `make test`, in no tier
+    if folder not in TIERS:
+        # A test outside the tier folders would silently escape every make target.
+        raise pytest.UsageError(f"{path}: tests live in one of tests/{{{','.join(TIERS)}}}/")
+    return folder
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))

@@ -140,7 +140,7 @@ _BUILDERS = {
 def _agreement(kit: Kit, target, draft) -> float:
     """Teacher-forced greedy agreement on held-out prompts, for the marker."""
     from minedraft.kit.agreement import model_agreement
-    from minedraft.kit.prompts import token_windows
+    from minedraft.kit.windows import token_windows
 
     p = AGREEMENT_PROMPTS
     prompts = token_windows(p["n"], p["n_tokens"], p["seed"], kit.tokenizer)

@@ -23,6 +23,7 @@ import shutil
 
 import torch
 
+from minedraft.kit.greedy import greedy_continue
 from minedraft.kit.specs import (
     DISTILL,
     EMBED_SCALE,
@@ -34,6 +35,7 @@ from minedraft.kit.specs import (
     TARGET_SEED,
 )
 from minedraft.kit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
+from minedraft.kit.windows import token_windows
 
 
 @contextlib.contextmanager
@@ -147,9 +149,6 @@ def distill_small(target, tokenizer_dir: str, cfg: dict = DISTILL, arch: dict = 
 
 def distill_data(target, tokenizer_dir: str, cfg: dict = DISTILL) -> torch.Tensor:
     """Prompt + target greedy continuation, one equal-length row per prompt."""
-    from minedraft.kit.agreement import greedy_continue
-    from minedraft.kit.prompts import token_windows
-
     prompts = token_windows(cfg["n_prompts"], cfg["prompt_tokens"], cfg["prompt_seed"],
                             tokenizer_dir)
     conts = greedy_continue(target, prompts, cfg["gen_tokens"], batch=128)

@@ -12,8 +12,6 @@ import pytest
 from minedraft.kit import build_kit
 from minedraft.sidebyside import run_mode
 
-pytestmark = pytest.mark.e2e
-
 
 def run_engine(mode: str, kit) -> dict:
     return run_mode(mode, str(kit.target), str(kit.draft_perturbed))

@@ -32,7 +32,6 @@ import pytest
 
 from minedraft.launch.child import run_once, serve
 
-pytestmark = pytest.mark.e2e
 
 K = 3
 N_FIRST, N_SECOND = 24, 8  # the second wave arrives after the first aborts

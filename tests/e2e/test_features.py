@@ -25,7 +25,6 @@ import pytest
 
 from minedraft.launch.child import run_once, serve
 
-pytestmark = pytest.mark.e2e
 
 K = 3
 MAX_MODEL_LEN = 1024

@@ -15,7 +15,6 @@ import pytest
 from minedraft.kit import build_kit
 from minedraft.launch.child import run_once
 
-pytestmark = pytest.mark.e2e
 SCRIPT = Path(__file__).with_name("request_cases.py")
 
 

@@ -32,7 +32,6 @@ from served_engine import CHAT_TEMPLATE, MODEL_NAME, served  # noqa: E402
 
 from minedraft.kit import build_kit  # noqa: E402
 
-pytestmark = pytest.mark.e2e
 
 NUM_REQUESTS = 2000
 CONCURRENCY = 24

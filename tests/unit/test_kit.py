@@ -202,7 +202,7 @@ def test_draft_agreement_in_documented_band(kit, agreement_prompts, name, band):
 
 def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
     """Random init alone repeats one token; the kit's target must not."""
-    from minedraft.kit.agreement import greedy_continue
+    from minedraft.kit.greedy import greedy_continue
     from minedraft.kit.models import load_model
     from minedraft.kit.tokenizer import load_tokenizer
 

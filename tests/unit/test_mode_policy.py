@@ -154,7 +154,11 @@ def test_prior_rules_out_shared_hardware_at_equal_concurrency(where, k):
 
 def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
     serial, threads = make_prior("serial"), make_prior("cpu-threads")
-    assert serial(Load.of(256, 1)) < 1.0 < threads(Load.of(1024, 1)) or serial(Load.of(256, 1)) < 1.0
+    for k in (1, 3, 5):
+        for n in (2, 16, 256, 1024, 4096):
+            assert serial(Load.of(n, k)) < 1.0, (k, n)
+    # Even where the thread lane is predicted to win (many requests, k = 1).
+    assert threads(Load.of(1024, 1)) > 1.0
     assert make_prior("dedicated") is None
     assert placement("cpu", "overlap") == "cpu-threads"
     assert placement("cuda", "overlap") == "gpu-stream"

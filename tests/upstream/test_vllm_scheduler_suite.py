@@ -17,7 +17,7 @@ vLLM. A spec-decode test that fails with MineDraft fails this module unless it
 is in ``KNOWN_SPEC_DIVERGENCES`` with the reason; the known ones are reported
 as a warning, never dropped silently. Test names play no part in the rule;
 tests whose names mention spec/draft/eagle/ngram but build no speculative
-scheduler are compared like the others and are listed in the summary.
+scheduler are compared like the others and are listed in the printed record.
 
 Offline model config: the tests build ``ModelConfig(model="facebook/opt-125m")``.
 The children get a private ``HF_HOME`` holding a Hub cache entry for
@@ -27,7 +27,10 @@ the config from the cache as if it had been downloaded. vLLM's tests for
 ``llava-hf/llava-1.5-7b-hf`` (multimodal and encoder-cache connector tests)
 have no config here and fail in both runs; LLaVA's vLLM model module needs
 torchvision, which this project's environment does not install
-(see the Makefile). They are not compared and are listed in the summary.
+(see the Makefile). They are not compared and are listed in the printed record.
+
+The counts are README.md's (``README_COUNTS``): a run that differs fails
+until the README and the constants are updated together.
 
 MineDraft runs with ``MINEDRAFT_MODE=parallel`` (lane plan in every step it
 can), as in the rest of the test suite.
@@ -59,11 +62,19 @@ UPSTREAM_TEST = "tests/v1/core/test_scheduler.py"
 VLLM_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
 CHILD_TIMEOUT_S = 600
 
-# Floors for "enough tests ran" (vLLM 0.32.0 on CPU without torchvision:
-# 208 collected, 161 pass stock, 138 of them compared, 23 spec-decode).
-MIN_COLLECTED = 150
-MIN_STOCK_PASSED = 120
-MIN_COMPARED = 100
+# README.md's account of this suite (vLLM 0.32.0 on CPU without torchvision), number for
+# number: 208 collected; 161 pass with vLLM's Scheduler, the other 47 need multimodal or
+# connector models and fail in both runs; of the 161, 138 run no speculative decoding (all
+# pass with MineDraft) and 23 do (21 pass, the 2 KNOWN_SPEC_DIVERGENCES differ by design).
+README_COUNTS = {
+    "collected": 208,
+    "passed_stock": 161,
+    "failed_stock": 47,
+    "compared": 138,
+    "spec": 23,
+    "spec_failing": 2,
+    "passed_minedraft": 138 + 21,
+}
 MIN_SWAPPED_TESTS = 100
 
 # Names that sound like speculative decoding ("respects" does not).
@@ -253,9 +264,8 @@ def _why(run: dict, test_id: str) -> str:
     return f"{_short(test_id)}: {entry.get('outcome', 'missing')}: {entry.get('message', '')[:600]}"
 
 
-def test_summary(runs):
-    """Numbers for the record (printed; shown with -rP or -s)."""
-    c = _classify(runs)
+def _record(runs: dict[str, dict], c: dict[str, list[str]]) -> str:
+    """What the two runs did, for the log: counts, runtimes, why tests failed."""
     stock_failures = Counter(
         runs["stock"]["tests"][t].get("message", "").split("\n")[0][:120] for t in c["failed_stock"]
     )
@@ -272,7 +282,20 @@ def test_summary(runs):
         "named like spec decoding but no speculative scheduler (compared): "
         + ", ".join(_short(t) for t in c["spec_named_but_compared"]),
     ]
-    print("\n".join(lines))
+    return "\n".join(lines)
+
+
+def test_counts_match_the_readme(runs):
+    """README.md's numbers for this suite; the record behind them is printed (-rP or -s)."""
+    c = _classify(runs)
+    print(_record(runs, c))
+    stock, mine = runs["stock"], runs["minedraft"]
+    assert set(mine["tests"]) == set(stock["tests"]), "the two runs collected different tests"
+    assert stock["collected"] == mine["collected"] == len(c["collected"]), stock["log_tail"]
+    counts = {name: len(c[name]) for name in README_COUNTS}
+    assert counts == README_COUNTS, (
+        f"this run: {counts}; README.md states {README_COUNTS} (update both together)\n{stock['log_tail']}"
+    )
 
 
 def test_runs_used_installed_vllm(runs):
@@ -281,15 +304,6 @@ def test_runs_used_installed_vllm(runs):
             f"{mode} run imported vLLM from the source tree: {run['vllm_file']}"
         )
         assert run["vllm_version"] == runs["stock"]["vllm_version"]
-
-
-def test_enough_tests_ran(runs):
-    c = _classify(runs)
-    stock, mine = runs["stock"], runs["minedraft"]
-    assert stock["collected"] >= MIN_COLLECTED, stock["log_tail"]
-    assert set(mine["tests"]) == set(stock["tests"]), "the two runs collected different tests"
-    assert len(c["passed_stock"]) >= MIN_STOCK_PASSED, stock["log_tail"]
-    assert len(c["compared"]) >= MIN_COMPARED
 
 
 def test_swap_happened(runs):
