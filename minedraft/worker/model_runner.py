@@ -32,10 +32,10 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
 from minedraft.core.output import MineDraftSchedulerOutput
-from minedraft.monkeypatch import apply_cpu_overlap_patches
+from minedraft.monkeypatch import serialise_cpu_kernels
 from minedraft.settings import MineDraftSettings
 from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
-from minedraft.worker.lanes import Lane, make_lane
+from minedraft.worker.lanes import Lane, ThreadLane, make_lane
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
@@ -73,7 +73,6 @@ class MineDraftCPUModelRunner(CPUModelRunner):
                 "drafting serially instead."
             )
             return "serial"
-        apply_cpu_overlap_patches()
         return kind
 
     # -------------------------------------------------------------- step
@@ -110,10 +109,17 @@ class MineDraftCPUModelRunner(CPUModelRunner):
                 f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
                 "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
             )
+        self._serialise_kernels(job is not None)
         if job is not None:
             job = _inject_fault(job, envs.fault_injection())
             run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
             self.draft_lane.submit(run)
+
+    def _serialise_kernels(self, job_this_step: bool) -> None:
+        """vLLM's CPU kernels need one lock while a draft job runs beside the target, and
+        only then: the lane has just been joined, so nothing runs on it now."""
+        if isinstance(self.draft_lane, ThreadLane):
+            serialise_cpu_kernels(job_this_step)
 
     def _collect_lane(self) -> None:
         """Join the lane; keep its drafts for ``take_draft_token_ids``."""

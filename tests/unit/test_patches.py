@@ -270,3 +270,21 @@ def test_markdown_command_prints_the_generated_section(capsys):
     assert out == render_markdown()
     for name in LEDGER:
         assert f"| `{name}` |" in out
+
+
+def test_cpu_kernel_lock_is_on_only_while_a_draft_job_can_run():
+    import vllm._custom_ops as ops
+
+    from minedraft.monkeypatch import applied_patches, serialise_cpu_kernels
+
+    original = ops.onednn_mm
+    serialise_cpu_kernels(True)
+    try:
+        assert "cpu_kernel_lock" in applied_patches() and ops.onednn_mm is not original
+        serialise_cpu_kernels(True)  # again: no change, no double wrapping
+        assert ops.onednn_mm.__wrapped__ is original
+    finally:
+        serialise_cpu_kernels(False)
+    assert "cpu_kernel_lock" not in applied_patches() and ops.onednn_mm is original
+    serialise_cpu_kernels(False)  # already off: no change
+    assert ops.onednn_mm is original

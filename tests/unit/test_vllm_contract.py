@@ -115,6 +115,7 @@ def test_worker_refuses_a_step_without_minedraft_plan():
 def _runner_stub(job: DraftJob | None) -> SimpleNamespace:
     stub = SimpleNamespace(_captured_job=job, _lane_drafts=None, draft_lane=InlineLane(), step_profiler=None)
     stub._collect_lane = lambda: model_runner.MineDraftCPUModelRunner._collect_lane(stub)
+    stub._serialise_kernels = lambda job_this_step: None
     return stub
 
 
