@@ -74,7 +74,7 @@ HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 from minedraft.launch.child import Child, ChildError, serve  # noqa: E402
 from minedraft.launch.engine_args import Speculation, engine_kwargs  # noqa: E402
-from minedraft.modes import BENCH_MODES as MODES, MINEDRAFT_MODE_ENV, MODE_LABELS  # noqa: E402
+from minedraft.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_ENV, MODE_LABELS  # noqa: E402
 
 COMPARISONS = ("equal_concurrency", "paper")
 README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
@@ -714,7 +714,7 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, nargs="+", help=f"output lengths (> {LONG_OUTPUT}: long runs)")
     parser.add_argument("--long-concurrency", type=int, nargs="+", help="N of long runs")
     parser.add_argument("--long-repeats", type=int, help="repeats of long runs")
-    parser.add_argument("--engine-core", choices=["inproc", "process"], default="process",
+    parser.add_argument("--engine-core", choices=ENGINE_LAYOUTS, default="process",
                         help="where vLLM's engine core runs (default: its own process, vLLM's default; "
                              "see the module docstring: on 2 cores the choice changes the ratios)")
     parser.add_argument("--acceptance", type=float, help="cuda: per-token synthetic acceptance (default per pair)")

@@ -62,7 +62,7 @@ def table(p: LatencyProfile, k: int, batches: list[int], tau: float | None, alph
            "|---|---|---|---|---|---|---|---|"]
     for n in batches:
         pr = predict(p, n, k, tau=tau, alpha=alpha, comparison=comparison, workload=workload)
-        no, st, md = pr["no_sd"], pr["stock_sd"], pr["minedraft"]
+        no, st, md = pr["no_sd"], pr["stock_sd"], pr["minedraft_parallel"]
         flag = lambda x: "" if x.fits else " (KV cache too small)"  # noqa: E731
         choice = choose_mode(p, n, k, tau=tau, alpha=alpha, workload=workload)
         note = " (fallback: stock SD)" if md.fallback else ""

@@ -45,11 +45,11 @@ from minedraft.simulator.profile import LatencyProfile, ModelShape, draft_cost_r
 
 FORMATS = ("step_overlap", "summary")
 # A summary row's mode (minedraft.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
-SUMMARY_MODES = {"no_sd": "no_sd", "stock_sd": "stock_sd", "minedraft": "minedraft",
-                 "minedraft_parallel": "minedraft", "minedraft_auto": "minedraft"}
+SUMMARY_MODES = {"no_sd": "no_sd", "stock_sd": "stock_sd", "minedraft": "minedraft_parallel",
+                 "minedraft_parallel": "minedraft_parallel", "minedraft_auto": "minedraft_parallel"}
 # step_overlap.json's measured modes -> the model's modes.
-MEASURED_MODES = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft",
-                  "minedraft_serial": "minedraft"}
+MEASURED_MODES = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft_parallel",
+                  "minedraft_serial": "minedraft_parallel"}
 # How a cheaper drafter's fixed cost per forward scales (its batch-dependent cost scales with FLOPs):
 # ``flops`` like the rest, ``layers`` with the number of decoder layers (kernel launches), ``none`` not at all.
 DRAFT_FIXED_SCALINGS = ("flops", "layers", "none")
@@ -298,18 +298,18 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
         mode = SUMMARY_MODES[r["mode"]]
         k = int(r["k"]) if mode != "no_sd" and r.get("k") else 1
         n = int(r["batch_size"])
-        running = 2 * n if r["comparison"] == "paper" and mode == "minedraft" else n
+        running = 2 * n if r["comparison"] == "paper" and mode == "minedraft_parallel" else n
         if r.get("total_requests"):
             running = min(running, int(r["total_requests"]))
         draft = NO_DRAFT if mode == "no_sd" else r.get("draft") or calibrated_draft
         p = profiles[k]
         if draft in scales:
             p = p.with_draft_scale(*scales[draft], label=draft)
-        if mode == "minedraft" and r.get("lane") == "serial":
+        if mode == "minedraft_parallel" and r.get("lane") == "serial":
             p = p.with_interference(1.0)
         tau = None if mode == "no_sd" else r.get("mean_acceptance_length")
         alpha, tau_used = acceptance_from_length(tau, k)
-        measured_fraction = r.get("parallel_step_fraction") if mode == "minedraft" else None
+        measured_fraction = r.get("parallel_step_fraction") if mode == "minedraft_parallel" else None
         row_pinned = pinned if r.get("minedraft_mode") is None else str(r["minedraft_mode"]).startswith("parallel")
         fraction = 1.0 if measured_fraction is None or row_pinned else float(measured_fraction)
         predicted = predict_mode(p, mode, running, k, alpha=alpha,

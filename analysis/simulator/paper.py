@@ -143,13 +143,13 @@ def predict_layout(h: Headline, layout: str, accelerator: Accelerator = H100_SXM
     steady, with_prefill, per_device = {}, {}, {}
     for k in ks:
         pr = predict(p, m, k, alpha=alpha, comparison="paper")
-        steady[k] = pr["minedraft"].tokens_per_s / pr["stock_sd"].tokens_per_s
+        steady[k] = pr["minedraft_parallel"].tokens_per_s / pr["stock_sd"].tokens_per_s
         pw = predict(p, m, k, alpha=alpha, comparison="paper", workload=workload)
-        with_prefill[k] = pw["minedraft"].tokens_per_s / pw["stock_sd"].tokens_per_s
-        per_device[k] = pw["minedraft"].tokens_per_s_per_device / pw["stock_sd"].tokens_per_s_per_device
+        with_prefill[k] = pw["minedraft_parallel"].tokens_per_s / pw["stock_sd"].tokens_per_s
+        per_device[k] = pw["minedraft_parallel"].tokens_per_s_per_device / pw["stock_sd"].tokens_per_s_per_device
     best = max(ks, key=lambda k: with_prefill[k])
     return LayoutPrediction(layout, steady, with_prefill, per_device, best, p.t_verify(m, best), p.t_draft(m, best),
-                            p.t_overhead(m), p.max_running.get("stock_sd", 0), p.max_running.get("minedraft", 0), m)
+                            p.t_overhead(m), p.max_running.get("stock_sd", 0), p.max_running.get("minedraft_parallel", 0), m)
 
 
 def verdict(predicted_ratio: float, reported_ratio: float, tolerance: float = AGREEMENT_TOLERANCE) -> str:

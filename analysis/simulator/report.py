@@ -133,7 +133,7 @@ def h100_ratio_table(comparison: str) -> list[str]:
                 cells = []
                 for n in H100_BATCHES:
                     pr = predict(p, n, k, alpha=H100_ALPHA, comparison=comparison)
-                    md, st = pr["minedraft"], pr["stock_sd"]
+                    md, st = pr["minedraft_parallel"], pr["stock_sd"]
                     mark = "" if md.fits and st.fits else " †"
                     ratio = md.tokens_per_s / st.tokens_per_s
                     per_dev = md.tokens_per_s_per_device / st.tokens_per_s_per_device
@@ -158,8 +158,8 @@ def h100_absolute_table(k: int = 3) -> list[str]:
                     return f"{x.tokens_per_s:.0f}" + ("" if x.fits else " †")
 
                 lines.append(f"| {layout} | {weights} | {n} | {f(eq['no_sd'])} | {f(eq['stock_sd'])} "
-                             f"| {f(eq['minedraft'])} | {f(pa['minedraft'])} "
-                             f"| {cap['no_sd']} / {cap['stock_sd']} / {cap['minedraft']} |")
+                             f"| {f(eq['minedraft_parallel'])} | {f(pa['minedraft_parallel'])} "
+                             f"| {cap['no_sd']} / {cap['stock_sd']} / {cap['minedraft_parallel']} |")
     return lines
 
 
@@ -171,7 +171,7 @@ def _ratios(layout: str, comparison: str, per_device: bool = False) -> list[tupl
         for k in H100_KS:
             for n in H100_BATCHES:
                 pr = predict(p, n, k, alpha=H100_ALPHA, comparison=comparison)
-                md, st = pr["minedraft"], pr["stock_sd"]
+                md, st = pr["minedraft_parallel"], pr["stock_sd"]
                 if md.fits and st.fits:
                     r = (md.tokens_per_s_per_device / st.tokens_per_s_per_device if per_device
                          else md.tokens_per_s / st.tokens_per_s)

@@ -25,8 +25,7 @@ import dataclasses
 import functools
 
 from minedraft.core.mode_policy import Load, Prior
-
-PLACEMENTS = ("cpu-threads", "gpu-stream", "serial", "dedicated")
+from minedraft.modes import PLACEMENTS
 
 
 def placement(device_type: str, lane: str) -> str:

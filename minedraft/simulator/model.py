@@ -43,7 +43,8 @@ import numpy as np
 
 from minedraft.simulator.profile import LatencyProfile
 
-MODES = ("no_sd", "stock_sd", "minedraft")
+# The modes the model predicts (minedraft.modes' vocabulary; auto is a blend of the last two).
+MODES = ("no_sd", "stock_sd", "minedraft_parallel")
 COMPARISONS = ("equal_concurrency", "paper")
 # Same as minedraft.core.mode_policy.ModePolicy.margin: parallel mode must win by 3 %.
 DEFAULT_MARGIN = 0.03
@@ -253,11 +254,11 @@ def predict(profile: LatencyProfile, batch_size: int, k: int, *, tau: float | No
     alpha, _ = acceptance(k, tau, alpha)
     out = {}
     for mode in MODES:
-        running = 2 * batch_size if comparison == "paper" and mode == "minedraft" else batch_size
+        running = 2 * batch_size if comparison == "paper" and mode == "minedraft_parallel" else batch_size
         ms, tokens = mode_time_ms(profile, mode, running, k, alpha, workload)
         cap = profile.max_running.get(mode)
         out[mode] = Prediction(mode, running, float(1e3 * tokens / ms), profile.devices(mode),
-                               fallback=mode == "minedraft" and running < 2,
+                               fallback=mode == "minedraft_parallel" and running < 2,
                                fits=cap is None or running <= cap)
     return out
 
@@ -275,7 +276,7 @@ def predict_mode(profile: LatencyProfile, mode: str, running: int, k: int, *, ta
     alpha, _ = acceptance(k, tau, alpha)
     ms, tokens = mode_time_ms(profile, mode, running, k, alpha, workload)
     rate = 1e3 * tokens / ms
-    if mode == "minedraft" and parallel_step_fraction < 1.0:
+    if mode == "minedraft_parallel" and parallel_step_fraction < 1.0:
         stock_ms, stock_tokens = mode_time_ms(profile, "stock_sd", running, k, alpha, workload)
         rate = blend_parallel(rate, 1e3 * stock_tokens / stock_ms, parallel_step_fraction)
     return float(rate)
@@ -301,7 +302,7 @@ def choose_mode(profile: LatencyProfile, num_requests: int, k: int, *, tau: floa
     within ``margin`` goes to stock SD, as in the policy.
     """
     preds = predict(profile, num_requests, k, tau=tau, alpha=alpha, workload=workload)
-    gain = preds["minedraft"].tokens_per_s / preds["stock_sd"].tokens_per_s
-    parallel = not preds["minedraft"].fallback and gain > 1 + margin
+    gain = preds["minedraft_parallel"].tokens_per_s / preds["stock_sd"].tokens_per_s
+    parallel = not preds["minedraft_parallel"].fallback and gain > 1 + margin
     best = max(MODES, key=lambda m: preds[m].tokens_per_s)
     return ModeChoice(parallel, best, gain, preds)

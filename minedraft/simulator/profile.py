@@ -113,7 +113,7 @@ class LatencyProfile:
         return t + self.verify_fixed_ms + draft
 
     def devices(self, mode: str) -> int:
-        return self.target_devices + (self.draft_devices if mode == "minedraft" else 0)
+        return self.target_devices + (self.draft_devices if mode == "minedraft_parallel" else 0)
 
     def with_interference(self, interference: float) -> LatencyProfile:
         return dataclasses.replace(self, interference=interference)
@@ -379,5 +379,5 @@ def kv_capacity(target: ModelShape, draft: ModelShape, gpu: Accelerator, target_
     alone = (per_gpu - target_w) / target_kv
     colocated = (per_gpu - target_w - draft_w) / (target_kv + draft_kv)
     own = min(alone, (per_gpu - draft_w) / draft_kv)
-    cap = {"no_sd": alone, "stock_sd": colocated, "minedraft": own if draft_on_own_device else colocated}
+    cap = {"no_sd": alone, "stock_sd": colocated, "minedraft_parallel": own if draft_on_own_device else colocated}
     return {mode: max(0, math.floor(v)) for mode, v in cap.items()}

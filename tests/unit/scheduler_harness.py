@@ -94,3 +94,14 @@ class FakeWorker:
         if output.total_num_scheduled_tokens > 0 and drafts:
             scheduler.update_draft_token_ids(DraftTokenIds(drafts, [[2] * self.k for _ in drafts]))
         return outputs
+
+
+def prefilled(model_dir: str, scheduler_cls: type[Scheduler], num_requests: int, prompt_len: int,
+              max_tokens: int, accept: callable = lambda rid, n: n) -> tuple[Scheduler, FakeWorker]:
+    """A scheduler whose ``num_requests`` requests are past their prefill, and the fake worker (k = 3)."""
+    sched = make_scheduler(model_dir, scheduler_cls)
+    for i in range(num_requests):
+        sched.add_request(make_request(f"r{i}", prompt_len, max_tokens))
+    worker = FakeWorker(3, accept)
+    worker.step(sched, sched.schedule())  # prefill
+    return sched, worker

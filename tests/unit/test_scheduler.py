@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
+from scheduler_harness import prefilled, FakeWorker, fake_model_dir, make_request, make_scheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
@@ -24,11 +24,7 @@ def _decodes(sched):
 
 
 def test_groups_alternate_and_draft_only_get_no_blocks(model_dir):
-    sched = make_scheduler(model_dir, MineDraftScheduler)
-    for i in range(6):
-        sched.add_request(make_request(f"r{i}", 20, 40))
-    worker = FakeWorker(3, lambda rid, n: n)
-    worker.step(sched, sched.schedule())  # prefill
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)
     groups = []
     for _ in range(8):
         out = sched.schedule()

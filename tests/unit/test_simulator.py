@@ -57,7 +57,7 @@ def test_overlap_limits(tv, td):
 def test_serial_lane_round_is_two_stock_half_steps():
     """i = 1: a MineDraft round is the two half batches verified and drafted one after the other."""
     p, k, n = make_profile(i=1.0), 3, 8
-    ms, _ = mode_time_ms(p, "minedraft", n, k, 0.7)
+    ms, _ = mode_time_ms(p, "minedraft_parallel", n, k, 0.7)
     half = p.t_verify(n / 2, k) + p.t_draft(n / 2, k) + p.t_overhead(n / 2)
     assert ms == pytest.approx(2 * half)
 
@@ -68,7 +68,7 @@ def test_ideal_overlap_matches_the_performance_model():
     k, n = 3, 8
     pr = predict(p, n, k, alpha=0.7, comparison="paper")
     tv, td = p.t_verify(n, k), p.t_draft(n, k)
-    assert pr["minedraft"].tokens_per_s / pr["stock_sd"].tokens_per_s == pytest.approx((tv + td) / max(tv, td))
+    assert pr["minedraft_parallel"].tokens_per_s / pr["stock_sd"].tokens_per_s == pytest.approx((tv + td) / max(tv, td))
 
 
 def test_overlap_pays_when_per_request_costs_dominate():
@@ -77,7 +77,7 @@ def test_overlap_pays_when_per_request_costs_dominate():
                      draft=ForwardCost(0.0, 1.0 / 3, 0.0), propose_fixed_ms=0.0, propose_per_request_ms=0.0,
                      step_overhead_ms=0.0, step_overhead_per_request_ms=0.0)
     choice = choose_mode(p, 16, 3, alpha=0.7)
-    assert choice.parallel and choice.best == "minedraft"
+    assert choice.parallel and choice.best == "minedraft_parallel"
     assert choice.gain == pytest.approx(2.0)
 
 
@@ -87,8 +87,8 @@ def test_overlap_pays_when_per_request_costs_dominate():
 @pytest.mark.parametrize("workload", [None, Workload(32, 48)])
 def test_single_request_falls_back_to_stock_sd(workload):
     pr = predict(make_profile(), 1, 3, alpha=0.7, workload=workload)
-    assert pr["minedraft"].fallback and pr["minedraft"].running == 1
-    assert pr["minedraft"].tokens_per_s == pytest.approx(pr["stock_sd"].tokens_per_s)
+    assert pr["minedraft_parallel"].fallback and pr["minedraft_parallel"].running == 1
+    assert pr["minedraft_parallel"].tokens_per_s == pytest.approx(pr["stock_sd"].tokens_per_s)
     assert not choose_mode(make_profile(i=0.0), 1, 3, alpha=0.7).parallel
 
 
@@ -98,13 +98,13 @@ def test_paper_comparison_runs_minedraft_at_2n(workload):
     paper = predict(p, n, k, alpha=0.7, comparison="paper", workload=workload)
     at_n = predict(p, n, k, alpha=0.7, workload=workload)
     at_2n = predict(p, 2 * n, k, alpha=0.7, workload=workload)
-    assert paper["minedraft"].running == 2 * n and not paper["minedraft"].fallback
-    assert paper["minedraft"].tokens_per_s == pytest.approx(at_2n["minedraft"].tokens_per_s)
+    assert paper["minedraft_parallel"].running == 2 * n and not paper["minedraft_parallel"].fallback
+    assert paper["minedraft_parallel"].tokens_per_s == pytest.approx(at_2n["minedraft_parallel"].tokens_per_s)
     for mode in ("no_sd", "stock_sd"):
         assert paper[mode].running == n
         assert paper[mode].tokens_per_s == pytest.approx(at_n[mode].tokens_per_s)
     # Even at N = 1 the paper setting has two groups of one.
-    assert not predict(p, 1, k, alpha=0.7, comparison="paper")["minedraft"].fallback
+    assert not predict(p, 1, k, alpha=0.7, comparison="paper")["minedraft_parallel"].fallback
 
 
 def test_bad_arguments():
@@ -160,7 +160,7 @@ def synthetic_step_overlap(truth: dict[int, LatencyProfile], workload: Workload,
             e2e.append({"comparison": "equal_concurrency", "k": k, "batch_size": n, "mode": "stock_sd",
                         "output_tokens_per_s": pr["stock_sd"].tokens_per_s})
             e2e.append({"comparison": "equal_concurrency", "k": k, "batch_size": n, "mode": "minedraft_overlap",
-                        "output_tokens_per_s": pr["minedraft"].tokens_per_s})
+                        "output_tokens_per_s": pr["minedraft_parallel"].tokens_per_s})
     return {"device": "synthetic", "prompt_tokens": workload.prompt_tokens,
             "output_tokens": workload.output_tokens, "steps": steps, "e2e": e2e}
 
@@ -228,7 +228,7 @@ def test_cpu_profile_prefers_no_sd():
 def test_published_layouts():
     same, two, paper = (profile_by_name(n) for n in ("h100-same-gpu", "h100-two-gpus", "h100-paper"))
     assert 0.0 < same.interference < 1.0 and two.interference == 0.0 and paper.interference == 0.0
-    assert (same.devices("minedraft"), two.devices("minedraft"), paper.devices("minedraft")) == (1, 2, 5)
+    assert (same.devices("minedraft_parallel"), two.devices("minedraft_parallel"), paper.devices("minedraft_parallel")) == (1, 2, 5)
     assert paper.devices("stock_sd") == 4
     # BF16 Qwen3-32B plus its drafter leave almost no KV cache on one 80 GB H100.
     assert same.max_running["stock_sd"] < 8 < paper.max_running["stock_sd"]
@@ -236,7 +236,7 @@ def test_published_layouts():
     assert fp8.t_verify(8, 3) < same.t_verify(8, 3) and fp8.max_running["stock_sd"] > 64
     for k in (1, 3, 5):
         pr = predict(paper, 16, k, alpha=0.7, comparison="paper")
-        assert 1.0 < pr["minedraft"].tokens_per_s / pr["stock_sd"].tokens_per_s < 2.0
+        assert 1.0 < pr["minedraft_parallel"].tokens_per_s / pr["stock_sd"].tokens_per_s < 2.0
 
 
 def test_cli(capsys):
@@ -258,22 +258,22 @@ def summary_from_step_overlap(data: dict, tau_of_k) -> list[dict]:
     under both comparisons, the acceptance length (not in the file) from ``tau_of_k``."""
     rows, seen = [], set()
     for r in data["e2e"]:
-        mode = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft"}.get(r["mode"])
+        mode = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap": "minedraft_parallel"}.get(r["mode"])
         if mode is None:
             continue
         k, n = int(r["k"]), int(r["batch_size"])
-        for comparison in ("equal_concurrency", "paper") if mode != "minedraft" else (r["comparison"],):
+        for comparison in ("equal_concurrency", "paper") if mode != "minedraft_parallel" else (r["comparison"],):
             key = (mode, comparison, n, None if mode == "no_sd" else k)
             if key in seen:  # the target's rows repeat for every k
                 continue
             seen.add(key)
             rows.append({"mode": mode, "comparison": comparison, "batch_size": n,
-                         "total_requests": 2 * n if comparison == "paper" and mode == "minedraft" else n,
+                         "total_requests": 2 * n if comparison == "paper" and mode == "minedraft_parallel" else n,
                          "k": key[3], "draft": None if mode == "no_sd" else data.get("draft", "draft_perturbed"),
                          "output_tokens_per_s": r["output_tokens_per_s"],
                          "mean_acceptance_length": None if mode == "no_sd" else round(tau_of_k(k), 3),
                          "ttft_ms_p50": None, "tpot_ms_p50": None,
-                         "parallel_step_fraction": 1.0 if mode == "minedraft" else None,
+                         "parallel_step_fraction": 1.0 if mode == "minedraft_parallel" else None,
                          "device": data.get("device", "")})
     return rows
 
@@ -324,13 +324,13 @@ def test_acceptance_length_maps_to_alpha(k):
 
 def test_blend_parallel_mixes_steps():
     p, n, k, alpha = make_profile(i=0.3), 8, 3, 0.7
-    par = predict_mode(p, "minedraft", n, k, alpha=alpha)
+    par = predict_mode(p, "minedraft_parallel", n, k, alpha=alpha)
     stock = predict_mode(p, "stock_sd", n, k, alpha=alpha)
-    assert predict_mode(p, "minedraft", n, k, alpha=alpha, parallel_step_fraction=0.0) == pytest.approx(stock)
+    assert predict_mode(p, "minedraft_parallel", n, k, alpha=alpha, parallel_step_fraction=0.0) == pytest.approx(stock)
     assert blend_parallel(par, stock, 1.0) == pytest.approx(par)
     # Half the steps parallel: tokens and time summed over one parallel round (two steps) and two stock steps.
     tau = tokens_per_verification(alpha, k)
-    round_ms = mode_time_ms(p, "minedraft", n, k, alpha)[0]
+    round_ms = mode_time_ms(p, "minedraft_parallel", n, k, alpha)[0]
     stock_ms = mode_time_ms(p, "stock_sd", n, k, alpha)[0]
     want = 1e3 * (n * tau + 2 * n * tau) / (round_ms + 2 * stock_ms)
     assert blend_parallel(par, stock, 0.5) == pytest.approx(want)
@@ -344,11 +344,11 @@ def test_summary_check_reproduces_the_step_overlap_check(synthetic_summary: Path
     assert all(r.tau == pytest.approx(kit_tau(r.k), abs=1e-3) for r in summary.rows if r.mode != "no_sd")
     reference = check(CPU_STEP_OVERLAP_JSON).mape()
     got = summary.mape()
-    assert set(got) == {(c, m) for c in ("equal_concurrency", "paper") for m in ("no_sd", "stock_sd", "minedraft")}
+    assert set(got) == {(c, m) for c in ("equal_concurrency", "paper") for m in ("no_sd", "stock_sd", "minedraft_parallel")}
     assert got[("equal_concurrency", "no_sd")] == pytest.approx(reference[("equal_concurrency", "target")], abs=0.05)
-    assert got[("equal_concurrency", "minedraft")] == pytest.approx(
+    assert got[("equal_concurrency", "minedraft_parallel")] == pytest.approx(
         reference[("equal_concurrency", "minedraft_overlap")], abs=0.1)
-    assert got[("paper", "minedraft")] == pytest.approx(reference[("paper", "minedraft_overlap")], abs=0.1)
+    assert got[("paper", "minedraft_parallel")] == pytest.approx(reference[("paper", "minedraft_overlap")], abs=0.1)
     assert max(got.values()) < CPU_MAPE_BOUND and summary.overall_mape() < CPU_OVERALL_MAPE_BOUND
     assert len(summary.worst(3)) == 3 and abs(summary.worst(1)[0].error) == max(abs(r.error) for r in summary.rows)
 
@@ -356,7 +356,7 @@ def test_summary_check_reproduces_the_step_overlap_check(synthetic_summary: Path
 def test_summary_rows_use_their_own_acceptance_and_parallel_share(tmp_path: Path, synthetic_summary: Path):
     rows = json.loads(synthetic_summary.read_text())
     stock = next(r for r in rows if r["mode"] == "stock_sd" and r["k"] == 3 and r["batch_size"] == 8)
-    md = next(r for r in rows if r["mode"] == "minedraft" and r["k"] == 3 and r["batch_size"] == 8
+    md = next(r for r in rows if r["mode"] == "minedraft_parallel" and r["k"] == 3 and r["batch_size"] == 8
               and r["comparison"] == "equal_concurrency")
     variants = [dict(stock, mean_acceptance_length=1.5), dict(stock, mean_acceptance_length=3.5),
                 dict(md, parallel_step_fraction=0.0), dict(md, parallel_step_fraction=None),
@@ -440,11 +440,11 @@ def test_continuous_workload_has_no_drain():
     long = Workload(8, 4000, continuous=True)
     steady = predict(p, 8, k, alpha=alpha, comparison="paper")
     cont = predict(p, 8, k, alpha=alpha, comparison="paper", workload=long)
-    for mode in ("stock_sd", "minedraft"):  # long outputs: the prefill vanishes, no drain to pay
+    for mode in ("stock_sd", "minedraft_parallel"):  # long outputs: the prefill vanishes, no drain to pay
         assert cont[mode].tokens_per_s == pytest.approx(steady[mode].tokens_per_s, rel=0.01)
     short = Workload(64, 48)
-    drained = predict(p, 8, k, alpha=alpha, workload=short)["minedraft"].tokens_per_s
-    full = predict(p, 8, k, alpha=alpha, workload=Workload(64, 48, continuous=True))["minedraft"].tokens_per_s
+    drained = predict(p, 8, k, alpha=alpha, workload=short)["minedraft_parallel"].tokens_per_s
+    full = predict(p, 8, k, alpha=alpha, workload=Workload(64, 48, continuous=True))["minedraft_parallel"].tokens_per_s
     assert full > drained
 
 
@@ -474,7 +474,7 @@ def test_paper_comparison_rows():
 
 def test_kv_capacity_puts_the_drafter_on_the_first_gpu():
     cap = kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 4, True, gpu_memory_utilization=0.65, tokens_per_request=384)
-    assert cap["stock_sd"] < cap["minedraft"] < cap["no_sd"]
+    assert cap["stock_sd"] < cap["minedraft_parallel"] < cap["no_sd"]
     assert kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 1, False, gpu_memory_utilization=0.65)["stock_sd"] == 0
 
 

@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
-from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
+from scheduler_harness import fake_model_dir, prefilled
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.outputs import DraftTokenIds
@@ -33,11 +33,7 @@ def model_dir(tmp_path_factory):
 
 def test_vllm_skips_a_decode_request_until_its_next_decode_eligible_step(model_dir):
     """MineDraft holds a request out of a step through this field alone."""
-    sched = make_scheduler(model_dir, Scheduler)
-    for i in range(2):
-        sched.add_request(make_request(f"r{i}", 20, 30))
-    worker = FakeWorker(3, lambda rid, n: n)
-    worker.step(sched, sched.schedule())  # prefill
+    sched, worker = prefilled(model_dir, Scheduler, 2, 20, 30)
     held = sched.requests["r0"]
     held.next_decode_eligible_step = sched.current_step + 2  # skip the next schedule() only
     out = sched.schedule()
