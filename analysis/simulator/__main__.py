@@ -77,9 +77,10 @@ def table(p: LatencyProfile, k: int, batches: list[int], tau: float | None, alph
 
 
 def run_check(path: str, tau: float, tau_k: int, *, calibration: str | None = None,
-              workload: Workload | None = None, draft_fixed_scaling: str = "flops", worst: int = 5) -> int:
+              workload: Workload | None = None, draft_fixed_scaling: str = "flops", worst: int = 5,
+              fit_engine: bool = False) -> int:
     result = check(path, tau=tau, tau_k=tau_k, calibration=calibration, workload=workload,
-                   draft_fixed_scaling=draft_fixed_scaling)
+                   draft_fixed_scaling=draft_fixed_scaling, fit_engine=fit_engine)
     print(f"check: {path} ({result.source} format, {len(result.rows)} rows)")
     for note in result.notes:
         print(f"  {note}")
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draft-fixed-scaling", choices=DRAFT_FIXED_SCALINGS, default="flops",
                     help="--check of a summary: how an uncalibrated drafter's fixed cost per forward scales from the "
                     "calibrated one's (its batch-dependent cost scales with FLOPs per token)")
+    ap.add_argument("--fit-engine", action="store_true",
+                    help="--check/--report of a summary: refit the engine overhead per step on its own no-SD and "
+                    "stock-SD rows of the calibrated draft (those rows in sample, MineDraft's out)")
     ap.add_argument("--paper", action="store_true", help="the paper's headline table next to the model")
     ap.add_argument("--report", metavar="MD", help="write the report (CPU check, paper comparison, H100 predictions)")
     ap.add_argument("--summary", metavar="JSON", help="--report: the sweep's summary.json (default: "
@@ -166,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         from analysis.simulator.report import write_report
 
         kw = {"step_overlap": args.calibration} if args.calibration else {}
-        write_report(args.report, summary=args.summary, draft_fixed_scaling=args.draft_fixed_scaling, **kw)
+        write_report(args.report, summary=args.summary, draft_fixed_scaling=args.draft_fixed_scaling,
+                     fit_engine=args.fit_engine, **kw)
         print(f"wrote {args.report}")
         return 0
     if args.paper:
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_check(args.check, args.tau if args.tau is not None else KIT_TAU, args.tau_k,
                          calibration=args.calibration,
                          workload=Workload(*args.workload) if args.workload else None,
-                         draft_fixed_scaling=args.draft_fixed_scaling)
+                         draft_fixed_scaling=args.draft_fixed_scaling, fit_engine=args.fit_engine)
     profile = profile_by_name(args.profile, args.k, calibration=args.calibration,
                               target_bytes_per_param={"bf16": 2, "fp8": 1, "int4": 0.5}[args.target_weights])
     if args.interference is not None:

@@ -31,7 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minedraft.simulator.calibrate import CPU_STEP_OVERLAP_JSON, fit_step_overlap
+from minedraft.simulator.calibrate import (
+    CPU_STEP_OVERLAP_JSON,
+    EngineRow,
+    fit_engine_overhead_rows,
+    fit_step_overlap,
+)
 from minedraft.simulator.model import (
     KIT_TAU,
     KIT_TAU_K,
@@ -187,7 +192,7 @@ def draft_scales(calibrated: str, drafts: Iterable[str], context_tokens: float, 
 
 def check(path: str | Path, *, tau: float = KIT_TAU, tau_k: int = KIT_TAU_K, calibration: str | Path | None = None,
           workload: Workload | None = None, draft_configs: Mapping[str, Mapping] | None = None,
-          draft_fixed_scaling: str = "flops") -> CheckResult:
+          draft_fixed_scaling: str = "flops", fit_engine: bool = False) -> CheckResult:
     """Predict every measured row of ``path`` (either format, see the module doc).
 
     ``tau``/``tau_k``: the acceptance for a step_overlap file. ``calibration``,
@@ -200,7 +205,7 @@ def check(path: str | Path, *, tau: float = KIT_TAU, tau_k: int = KIT_TAU_K, cal
     sibling = Path(path).with_name("summary_meta.json")  # where benchmarks/sweep.py writes the run's settings
     meta = json.loads(sibling.read_text()) if sibling.exists() else {}
     return check_summary(data, meta=meta, calibration=calibration, workload=workload, draft_configs=draft_configs,
-                         draft_fixed_scaling=draft_fixed_scaling)
+                         draft_fixed_scaling=draft_fixed_scaling, fit_engine=fit_engine)
 
 
 def check_step_overlap(data: Mapping, path: str | Path, *, tau: float = KIT_TAU,
@@ -238,9 +243,28 @@ def _row_workload(row: Mapping, meta: Mapping, default: Workload) -> Workload:
     return default
 
 
+def refit_engine(profiles: Mapping[int, LatencyProfile], rows: Sequence[Mapping], meta: Mapping,
+                 default: Workload, calibrated_draft: str) -> dict[int, LatencyProfile]:
+    """Each k's profile with its engine overhead fitted on the summary's no-SD rows and
+    the stock-SD rows of ``calibrated_draft`` at that k (equal concurrency)."""
+    out = {}
+    for k, profile in profiles.items():
+        fit_rows = []
+        for r in rows:
+            if r["comparison"] != "equal_concurrency" or r["mode"] not in ("no_sd", "stock_sd"):
+                continue
+            if r["mode"] == "stock_sd" and (r.get("draft") != calibrated_draft or int(r["k"]) != k):
+                continue
+            alpha, _ = acceptance_from_length(r.get("mean_acceptance_length"), k)
+            fit_rows.append(EngineRow(r["mode"], k, int(r["batch_size"]), float(r["output_tokens_per_s"]),
+                                      _row_workload(r, meta, default), alpha))
+        out[k] = fit_engine_overhead_rows(profile, fit_rows) if len(fit_rows) >= 3 else profile
+    return out
+
+
 def check_summary(data: object, *, meta: Mapping | None = None, calibration: str | Path | None = None,
                   workload: Workload | None = None, draft_configs: Mapping[str, Mapping] | None = None,
-                  draft_fixed_scaling: str = "flops") -> CheckResult:
+                  draft_fixed_scaling: str = "flops", fit_engine: bool = False) -> CheckResult:
     """Every row of a sweep's summary, out of sample.
 
     * Profile: ``cpu``, fitted on ``calibration`` (a ``step_overlap.json``), per k
@@ -261,6 +285,10 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
     * Drafter: a row whose ``draft`` is not the calibration's has its drafter
       forwards scaled by the two drafts' FLOPs per token (``config.json``;
       ``draft_fixed_scaling`` for the fixed part), see :func:`draft_scales`.
+    * ``fit_engine``: the engine overhead per step (the layout's term: front end,
+      scheduler, persistent batch, IPC) is refitted on the summary's own
+      equal-concurrency no-SD and stock-SD rows of the calibrated draft; those rows
+      are then in sample, every MineDraft row and every other draft's stays out.
     """
     rows, file_meta = summary_rows(data)
     meta = {**(meta or {}), **file_meta}
@@ -293,6 +321,10 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
         notes.append(f"{name}: not calibrated; drafter forward cost = {calibrated_draft}'s x {ratio:.3f} "
                      f"(FLOPs per token from config.json at context {context:.0f}), fixed part x {fixed:.3f} "
                      f"({draft_fixed_scaling})")
+    if fit_engine:
+        profiles = refit_engine(profiles, rows, meta, default, calibrated_draft)
+        notes.append(f"engine overhead refitted on the summary's no-SD and stock-SD rows of {calibrated_draft} "
+                     "(in sample); MineDraft rows and other drafts' rows out of sample")
     out = []
     for r in rows:
         mode = SUMMARY_MODES[r["mode"]]

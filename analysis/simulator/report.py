@@ -218,7 +218,7 @@ def _profile_line(p: LatencyProfile, k: int = 3) -> str:
 
 
 def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str | Path | None = None, *,
-                  draft_fixed_scaling: str = "flops") -> str:
+                  draft_fixed_scaling: str = "flops", fit_engine: bool = False) -> str:
     step_overlap = Path(step_overlap)
     summary = Path(summary) if summary is not None else (CPU_SUMMARY_JSON if CPU_SUMMARY_JSON.exists() else None)
     so = check(step_overlap)
@@ -238,12 +238,12 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
             "them); MineDraft's rows are out of sample. Interference per k: "
             + ", ".join(f"k={k}: i = {p.interference:.2f}" for k, p in so.profiles.items()) + ".", ""]
     if summary is not None and summary.exists():
-        ss = check(summary, draft_fixed_scaling=draft_fixed_scaling)
+        ss = check(summary, draft_fixed_scaling=draft_fixed_scaling, fit_engine=fit_engine)
         out += check_section("summary.json (the sweep: N = 1..32, k = 1..5, both kit drafts)", summary, ss)
         if {r.draft for r in ss.rows} - {NO_DRAFT, "draft_perturbed"}:
             sens = []
             for scaling in ("flops", "layers", "none"):
-                alt = check(summary, draft_fixed_scaling=scaling)
+                alt = check(summary, draft_fixed_scaling=scaling, fit_engine=fit_engine)
                 errs = [abs(r.error) for r in alt.rows if r.draft not in (NO_DRAFT, "draft_perturbed")]
                 sens.append(f"{scaling} {100 * sum(errs) / len(errs):.1f} %")
             out += ["", "The small drafter's fixed cost per forward is not measured; MAPE of its rows when that "

@@ -75,13 +75,32 @@ def fit_engine_overhead(profile: LatencyProfile, e2e: Sequence[Mapping], alpha: 
                         workload: Workload) -> LatencyProfile:
     """Fit ``step_overhead_ms``, ``step_overhead_per_request_ms`` and the plain-decode
     fixed cost (the rest of the verification's fixed cost is ``verify_fixed_ms``) on
-    the end-to-end rows of the target alone and of stock SD (equal concurrency).
-
-    The predicted batch time is linear in the three, so this is least squares on the
-    relative error of the time. MineDraft rows are left out.
-    """
+    the end-to-end rows of the target alone and of stock SD (equal concurrency), all
+    of one workload and acceptance. MineDraft rows are left out."""
     rows = {(r["mode"], r["k"] if r["mode"] != "target" else 0, r["batch_size"]): r for r in e2e
             if r["comparison"] == "equal_concurrency" and r["mode"] in ("target", "stock_sd")}
+    return fit_engine_overhead_rows(profile, [
+        EngineRow("no_sd" if mode == "target" else "stock_sd", k, n, r["output_tokens_per_s"], workload, alpha)
+        for (mode, k, n), r in rows.items()])
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRow:
+    """One measured batch of no SD or stock SD: what the engine-overhead fit needs."""
+
+    mode: str  # no_sd or stock_sd
+    k: int
+    batch_size: int
+    tokens_per_s: float
+    workload: Workload
+    alpha: float
+
+
+def fit_engine_overhead_rows(profile: LatencyProfile, rows: Sequence[EngineRow]) -> LatencyProfile:
+    """:func:`fit_engine_overhead` over rows of any workload and acceptance.
+
+    The predicted batch time is linear in the three parameters, so this is least
+    squares on the relative error of the time."""
     if len(rows) < 3:
         raise ValueError("need at least three end-to-end rows of the target alone and stock SD")
     verify_fixed_total = profile.target.fixed_ms + profile.verify_fixed_ms
@@ -92,15 +111,15 @@ def fit_engine_overhead(profile: LatencyProfile, e2e: Sequence[Mapping], alpha: 
             target=dataclasses.replace(profile.target, fixed_ms=plain_fixed),
             verify_fixed_ms=verify_fixed_total - plain_fixed)
 
-    def batch_ms(p: LatencyProfile, mode: str, k: int, n: int) -> float:
-        return mode_time_ms(p, "no_sd" if mode == "target" else "stock_sd", n, max(k, 1), alpha, workload)[0]
+    def batch_ms(p: LatencyProfile, r: EngineRow) -> float:
+        return mode_time_ms(p, r.mode, r.batch_size, max(r.k, 1), r.alpha, r.workload)[0]
 
     basis = [with_params(*v) for v in ((0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1))]
     design, target_ms = [], []
-    for (mode, k, n), r in rows.items():
-        measured = 1e3 * n * workload.output_tokens / r["output_tokens_per_s"]
-        base = batch_ms(basis[0], mode, k, n)
-        design.append([(batch_ms(b, mode, k, n) - base) / measured for b in basis[1:]])
+    for r in rows:
+        measured = 1e3 * r.batch_size * r.workload.output_tokens / r.tokens_per_s
+        base = batch_ms(basis[0], r)
+        design.append([(batch_ms(b, r) - base) / measured for b in basis[1:]])
         target_ms.append((measured - base) / measured)
     c0, c1, plain_fixed = np.linalg.lstsq(np.array(design), np.array(target_ms), rcond=None)[0]
     return with_params(float(c0), float(c1), float(plain_fixed))

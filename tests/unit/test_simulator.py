@@ -3,6 +3,7 @@ summary check, the paper comparison and the report (no engine)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -500,3 +501,24 @@ def test_cli_check_summary_and_paper(capsys, synthetic_summary: Path):
     assert main(["--paper"]) == 0
     out = capsys.readouterr().out
     assert "Qwen3-32B <- Qwen3-1.7B" in out and "claims agree" in out
+
+
+def test_engine_overhead_is_recovered_from_rows_of_mixed_workloads():
+    """fit_engine_overhead_rows: rows of two output lengths and two acceptances, generated from a
+    profile with a known engine overhead, give that overhead back."""
+    from minedraft.simulator.calibrate import EngineRow, fit_engine_overhead_rows
+
+    truth = profile_by_name("cpu", 3)
+    truth = dataclasses.replace(truth, step_overhead_ms=2.5, step_overhead_per_request_ms=0.07)
+    blank = dataclasses.replace(truth, step_overhead_ms=0.0, step_overhead_per_request_ms=0.0)
+    rows = []
+    for workload in (Workload(64, 32), Workload(64, 256)):
+        for mode, alpha in (("no_sd", 0.7), ("stock_sd", 0.7), ("stock_sd", 0.5)):
+            for n in (1, 4, 16):
+                ms, tokens = mode_time_ms(truth, mode, n, 3, alpha, workload)
+                rows.append(EngineRow(mode, 3, n, 1e3 * tokens / ms, workload, alpha))
+    fitted = fit_engine_overhead_rows(blank, rows)
+    assert fitted.step_overhead_ms == pytest.approx(2.5, rel=1e-6)
+    assert fitted.step_overhead_per_request_ms == pytest.approx(0.07, rel=1e-6)
+    with pytest.raises(ValueError, match="at least three"):
+        fit_engine_overhead_rows(blank, rows[:2])
