@@ -10,10 +10,14 @@ where they are measured to win:
   ``core/mode_prior.py``) for the predicted gain of parallel mode at the
   current load. Where the prior *rules parallel mode out* (predicted gain
   below ``1 + margin``: the lanes share the hardware, or the lane is serial),
-  probes are rationed to ``ruled_out_budget`` of all decode steps (2 %), so a
-  wrong prior is still found out on a long run while a short run never
-  probes. Where the prior allows a win, a load is probed as soon as plain SD
-  has a baseline there, and again every ``exploit_steps`` decode steps.
+  probes are rationed to ``ruled_out_budget`` of all decode steps: none by
+  default, because on the CPU thread lane a probe's cost is not bounded by
+  its own steps (once the lane thread has run, later plain steps were
+  measured slower: a long run at 8 requests with one 4-step probe ran at
+  0.87x of stock SD). With a budget (e.g. 0.02), a short run never probes
+  and a long one still finds out a wrong prior. Where the prior allows a
+  win, a load is probed as soon as plain SD has a baseline there, and again
+  every ``exploit_steps`` decode steps.
 * Probe. ``probe_steps`` parallel steps at one load, compared with the
   plain-SD rate measured at the same load just before. A probe stops early
   once it has run ``min_probe_steps`` and is losing by ``early_stop_loss``.
@@ -84,7 +88,7 @@ class ModePolicy:
     baseline_steps: int = 16
     exploit_steps: int = 400
     margin: float = 0.03
-    ruled_out_budget: float = 0.02
+    ruled_out_budget: float = 0.0
     on_change: Callable[[str], None] | None = None
     # --- state
     parallel: bool = False  # the choice outside probes, as last reported
@@ -142,7 +146,8 @@ class ModePolicy:
         if last is not None and self.decode_steps - last < self.exploit_steps:
             return False
         if self.ruled_out(load):
-            return self.probe_steps_run + self.probe_steps <= self.ruled_out_budget * self.decode_steps
+            budget = self.ruled_out_budget * self.decode_steps
+            return budget > 0 and self.probe_steps_run + self.probe_steps <= budget
         return True
 
     def _report(self, chosen: bool, load: Load) -> None:

@@ -51,15 +51,21 @@ def test_a_win_expires_and_plain_sd_is_measured_again():
     assert allowed[:4] == [False] * 4 and allowed[4] is True and not any(allowed[8:])
 
 
-def test_prior_ruling_parallel_out_means_no_probe_in_a_short_run():
+def test_prior_ruling_parallel_out_means_no_probe_by_default():
     policy = ModePolicy("auto", prior=lambda load: 0.6)
+    assert run(policy, 20_000, {True: 1000.0, False: 100.0}) == [False] * 20_000
+    assert policy.probe_steps_run == 0
+
+
+def test_prior_ruling_parallel_out_means_no_probe_in_a_short_run():
+    policy = ModePolicy("auto", prior=lambda load: 0.6, ruled_out_budget=0.02)
     # 600 decode steps: 2 % is 12 steps, less than one 16-step probe.
     assert run(policy, 600, {True: 1000.0, False: 100.0}) == [False] * 600
     assert policy.probe_steps_run == 0
 
 
 def test_prior_ruling_parallel_out_bounds_probing_to_two_percent():
-    policy = ModePolicy("auto", prior=lambda load: 0.6)
+    policy = ModePolicy("auto", prior=lambda load: 0.6, ruled_out_budget=0.02)
     allowed = run(policy, 20_000, {True: 50.0, False: 100.0})
     assert 0 < sum(allowed) <= 0.02 * len(allowed)
     # Every probe loses by half and stops early after min_probe_steps.
@@ -67,8 +73,8 @@ def test_prior_ruling_parallel_out_bounds_probing_to_two_percent():
     assert sum(allowed) % policy.min_probe_steps == 0 and sum(allowed) < 0.02 * len(allowed) / 2
 
 
-def test_a_wrong_prior_is_found_out_on_a_long_run():
-    policy = ModePolicy("auto", prior=lambda load: 0.6)
+def test_a_wrong_prior_is_found_out_on_a_long_run_with_a_budget():
+    policy = ModePolicy("auto", prior=lambda load: 0.6, ruled_out_budget=0.02)
     allowed = run(policy, 3_000, {True: 150.0, False: 100.0})
     first = allowed.index(True)
     assert first >= 16 / 0.02  # the budget of 2 % allows the first probe here
