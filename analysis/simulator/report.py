@@ -239,7 +239,8 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
             + ", ".join(f"k={k}: i = {p.interference:.2f}" for k, p in so.profiles.items()) + ".", ""]
     if summary is not None and summary.exists():
         ss = check(summary, draft_fixed_scaling=draft_fixed_scaling, fit_engine=fit_engine)
-        out += check_section("summary.json (the sweep: N = 1..32, k = 1, 3, 5, both kit drafts, short and long outputs)", summary, ss)
+        out += check_section("summary.json (the sweep: N = 1..32, k = 1, 3, 5, both kit drafts, "
+                             "short and long outputs)", summary, ss)
         if {r.draft for r in ss.rows} - {NO_DRAFT, "draft_perturbed"}:
             sens = []
             for scaling in ("flops", "layers", "none"):
