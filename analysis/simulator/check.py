@@ -34,6 +34,7 @@ from pathlib import Path
 from minedraft.simulator.calibrate import (
     CPU_STEP_OVERLAP_JSON,
     EngineRow,
+    fit_engine_and_speed,
     fit_engine_overhead_rows,
     fit_step_overlap,
 )
@@ -244,7 +245,7 @@ def _row_workload(row: Mapping, meta: Mapping, default: Workload) -> Workload:
 
 
 def refit_engine(profiles: Mapping[int, LatencyProfile], rows: Sequence[Mapping], meta: Mapping,
-                 default: Workload, calibrated_draft: str) -> dict[int, LatencyProfile]:
+                 default: Workload, calibrated_draft: str, speed: bool = False) -> dict[int, LatencyProfile]:
     """Each k's profile with its engine overhead fitted on the summary's no-SD rows and
     the stock-SD rows of ``calibrated_draft`` at that k (equal concurrency)."""
     out = {}
@@ -258,7 +259,12 @@ def refit_engine(profiles: Mapping[int, LatencyProfile], rows: Sequence[Mapping]
             alpha, _ = acceptance_from_length(r.get("mean_acceptance_length"), k)
             fit_rows.append(EngineRow(r["mode"], k, int(r["batch_size"]), float(r["output_tokens_per_s"]),
                                       _row_workload(r, meta, default), alpha))
-        out[k] = fit_engine_overhead_rows(profile, fit_rows) if len(fit_rows) >= 3 else profile
+        if len(fit_rows) < 3:
+            out[k] = profile
+        elif speed:
+            out[k] = fit_engine_and_speed(profile, fit_rows)
+        else:
+            out[k] = fit_engine_overhead_rows(profile, fit_rows)
     return out
 
 
@@ -286,9 +292,11 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
       forwards scaled by the two drafts' FLOPs per token (``config.json``;
       ``draft_fixed_scaling`` for the fixed part), see :func:`draft_scales`.
     * ``fit_engine``: the engine overhead per step (the layout's term: front end,
-      scheduler, persistent batch, IPC) is refitted on the summary's own
-      equal-concurrency no-SD and stock-SD rows of the calibrated draft; those rows
-      are then in sample, every MineDraft row and every other draft's stays out.
+      scheduler, persistent batch, IPC) and the machine's speed on the day (one
+      factor on every forward: this VM's no-SD rate moved by 25 % within an hour)
+      are refitted on the summary's own equal-concurrency no-SD and stock-SD rows
+      of the calibrated draft; those rows are then in sample, every MineDraft row
+      and every other draft's stays out.
     """
     rows, file_meta = summary_rows(data)
     meta = {**(meta or {}), **file_meta}
@@ -322,9 +330,10 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
                      f"(FLOPs per token from config.json at context {context:.0f}), fixed part x {fixed:.3f} "
                      f"({draft_fixed_scaling})")
     if fit_engine:
-        profiles = refit_engine(profiles, rows, meta, default, calibrated_draft)
-        notes.append(f"engine overhead refitted on the summary's no-SD and stock-SD rows of {calibrated_draft} "
-                     "(in sample); MineDraft rows and other drafts' rows out of sample")
+        profiles = refit_engine(profiles, rows, meta, default, calibrated_draft, speed=True)
+        notes.append(f"engine overhead per step and the machine's speed (one factor on every forward) refitted "
+                     f"on the summary's no-SD and stock-SD rows of {calibrated_draft} (in sample); MineDraft rows "
+                     "and other drafts' rows out of sample")
     out = []
     for r in rows:
         mode = SUMMARY_MODES[r["mode"]]

@@ -125,6 +125,39 @@ def fit_engine_overhead_rows(profile: LatencyProfile, rows: Sequence[EngineRow])
     return with_params(float(c0), float(c1), float(plain_fixed))
 
 
+def fit_engine_and_speed(profile: LatencyProfile, rows: Sequence[EngineRow]) -> LatencyProfile:
+    """Fit the engine overhead per step (``c0 + c1·n``) and one speed factor ``s`` that
+    scales every forward and proposer cost of ``profile`` (the machine's speed on the
+    day: this VM's no-SD rate moved by 25 % within one hour).
+
+    The predicted batch time is ``c0·A + c1·B + s·C``: least squares on the relative
+    error of the time, as :func:`fit_engine_overhead_rows`."""
+    if len(rows) < 3:
+        raise ValueError("need at least three end-to-end rows of the target alone and stock SD")
+
+    def scaled(f: ForwardCost, x: float) -> ForwardCost:
+        return ForwardCost(f.fixed_ms * x, f.per_request_ms * x, f.per_token_ms * x, f.floor_ms * x, f.host_ms * x)
+
+    def with_params(c0: float, c1: float, speed: float) -> LatencyProfile:
+        return dataclasses.replace(
+            profile, step_overhead_ms=c0, step_overhead_per_request_ms=c1,
+            target=scaled(profile.target, speed), draft=scaled(profile.draft, speed),
+            verify_fixed_ms=profile.verify_fixed_ms * speed, propose_fixed_ms=profile.propose_fixed_ms * speed,
+            propose_per_request_ms=profile.propose_per_request_ms * speed)
+
+    def batch_ms(p: LatencyProfile, r: EngineRow) -> float:
+        return mode_time_ms(p, r.mode, r.batch_size, max(r.k, 1), r.alpha, r.workload)[0]
+
+    basis = [with_params(*v) for v in ((1, 0, 0), (0, 1, 0), (0, 0, 1))]
+    design, target = [], []
+    for r in rows:
+        measured = 1e3 * r.batch_size * r.workload.output_tokens / r.tokens_per_s
+        design.append([batch_ms(b, r) / measured for b in basis])
+        target.append(1.0)
+    c0, c1, speed = np.linalg.lstsq(np.array(design), np.array(target), rcond=None)[0]
+    return with_params(float(c0), float(c1), float(speed))
+
+
 def _lstsq(rows: Sequence[Sequence[float]], y: Sequence[float]) -> np.ndarray:
     return np.linalg.lstsq(np.asarray(rows, dtype=float), np.asarray(y, dtype=float), rcond=None)[0]
 
