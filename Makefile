@@ -55,13 +55,13 @@ test-upstream: setup
 BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
 
-# The sweep (concurrency x k x draft, three modes; writes benchmarks/results/<device>/),
-# then the suites. ~15 min on 2 idle cores (the sweep ~12-13 min).
+# The sweep (concurrency x k x draft x output length, four modes; writes benchmarks/results/<device>/),
+# then the suites. ~50 min on 2 idle cores (the sweep ~45 min).
 bench: setup
 	$(PY) benchmarks/sweep.py --device $(DEVICE)
 	$(BENCH)
 
-# MineDraft and stock servers under load: TTFT, TPOT, ITL, E2E, goodput (~5 min).
+# MineDraft (auto, parallel) and stock servers under load, short and long outputs: TTFT, TPOT, ITL, E2E, goodput (~10 min).
 bench-serving: setup
 	$(PY) benchmarks/serving.py --device $(DEVICE)
 
