@@ -57,7 +57,6 @@ from pathlib import Path
 from minedraft.launch import server as launch_server
 from minedraft.launch.engine_args import Speculation, engine_kwargs
 from minedraft.launch.server import Server
-from minedraft.modes import MINEDRAFT_MODE_ENV
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -73,16 +72,15 @@ PERCENTILES = (50, 90, 99)
 class Mode:
     name: str
     speculative: bool
-    minedraft_mode: str | None  # None: vLLM's own scheduler
 
 
 MODES = {
     m.name: m
     for m in (
-        Mode("no_sd", speculative=False, minedraft_mode=None),
-        Mode("stock_sd", speculative=True, minedraft_mode=None),
-        Mode("minedraft_auto", speculative=True, minedraft_mode=MINEDRAFT_MODE_ENV["minedraft_auto"]),
-        Mode("minedraft_parallel", speculative=True, minedraft_mode=MINEDRAFT_MODE_ENV["minedraft_parallel"]),
+        Mode("no_sd", speculative=False),
+        Mode("stock_sd", speculative=True),
+        Mode("minedraft_auto", speculative=True),
+        Mode("minedraft_parallel", speculative=True),
     )
 }
 

@@ -155,8 +155,8 @@ class ModePolicy:
             return
         self.parallel = chosen
         if self.on_change is not None:
-            why = self._wins[load][1] if chosen else "no winning probe at this load within the last "
-            why += "" if chosen else f"{self.exploit_steps} decode steps"
+            why = (self._wins[load][1] if chosen
+                   else f"no winning probe at this load within the last {self.exploit_steps} decode steps")
             self.on_change(f"MineDraft auto: parallel steps {'on' if chosen else 'off'} at {load} ({why})")
 
     # ----------------------------------------------------------- measurement
