@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
+from minedraft.drafter.frontend import PROPOSER_QUALNAME
 from minedraft.errors import MineDraftConfigError
 from minedraft.settings import MineDraftSettings
 
@@ -69,7 +70,9 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         raise MineDraftConfigError(
             "--scheduler-cls minedraft needs --speculative-config; none was given."
         )
-    if spec.method not in SUPPORTED_METHODS:
+    if spec.method == "custom_class" and spec.model == PROPOSER_QUALNAME:
+        pass  # MINEDRAFT_DRAFTER=process: the draft model runs in its own engine (minedraft/drafter/)
+    elif spec.method not in SUPPORTED_METHODS:
         raise MineDraftConfigError(
             f"speculative method {spec.method!r} is not supported yet; supported: "
             f"{', '.join(SUPPORTED_METHODS)}."

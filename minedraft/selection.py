@@ -11,6 +11,7 @@ from typing import Any
 
 from minedraft import registry
 from minedraft.config import MineDraftConfigError, validate_engine_args, validate_vllm_config
+from minedraft.drafter.frontend import select_process_drafter
 from minedraft.log import get_logger
 from minedraft.settings import CONFIG_KEY
 
@@ -20,6 +21,8 @@ logger = get_logger(__name__)
 def select_minedraft_engine_args(engine_args: Any) -> None:
     """Point ``engine_args`` at MineDraft's classes, after checking them."""
     settings = validate_engine_args(engine_args)
+    if settings.drafter == "process":
+        select_process_drafter(engine_args, settings)
     # vLLM ships additional_config to the engine core and the workers: the
     # settings travel with the config, parsed once, here.
     engine_args.additional_config = {**(engine_args.additional_config or {}), CONFIG_KEY: settings.to_config()}

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from minedraft.drafter.placement import DrafterDevice
 from minedraft.errors import MineDraftConfigError
 from minedraft.modes import RUNTIME_MODES
 
@@ -30,7 +31,11 @@ ENV = {
     "lane": "MINEDRAFT_LANE",
     "lane_threads": "MINEDRAFT_LANE_THREADS",
     "step_profile": "MINEDRAFT_STEP_PROFILE",
+    "drafter": "MINEDRAFT_DRAFTER",
+    "drafter_device": "MINEDRAFT_DRAFTER_DEVICE",
+    "drafter_timeout_s": "MINEDRAFT_DRAFTER_TIMEOUT_S",
 }
+DRAFTERS = ("in-process", "process")
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,23 @@ class MineDraftSettings:
     lane_threads: int | None = 1
     # Measurements: append per-step lane timings (JSON lines) to this file.
     step_profile: str | None = None
+    # Where the draft model runs: in the target's worker (vLLM's drafter, on the
+    # draft lane) or as vLLM's own engine in a process of its own (minedraft/drafter/).
+    drafter: str = "in-process"
+    # The process drafter's hardware: ``cpu:<cores>`` (e.g. ``cpu:1``, ``cpu:2-3``)
+    # or ``cuda:<indices>`` (e.g. ``cuda:1``; several: the draft's tensor parallelism).
+    drafter_device: str | None = None
+    # How long the target waits for a process drafter's drafts before it
+    # verifies without them (exact either way; counted in minedraft:late_drafts).
+    drafter_timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
         for name in ENV:
             _check(name, getattr(self, name), name)
+        if self.drafter == "process" and self.drafter_device is None:
+            raise MineDraftConfigError(
+                "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE=cpu:<cores> or cuda:<index> "
+                "(or additional_config[\"minedraft\"][\"drafter_device\"]).")
 
     # ------------------------------------------------------------------ parsing
     @classmethod
@@ -94,7 +112,7 @@ class MineDraftSettings:
 
 def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
-    choices = {"mode": RUNTIME_MODES, "lane": LANES}.get(name)
+    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS}.get(name)
     if choices is not None and value not in choices:
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (
@@ -102,10 +120,20 @@ def _check(name: str, value: Any, source: str) -> Any:
         raise MineDraftConfigError(f"{source}={value!r}: lane_threads must be a positive integer or null.")
     if name == "step_profile" and value is not None and not isinstance(value, str):
         raise MineDraftConfigError(f"{source}={value!r}: step_profile must be a file path.")
+    if name == "drafter_device" and value is not None:
+        DrafterDevice.parse(value, source)
+    if name == "drafter_timeout_s" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                        or not value > 0):
+        raise MineDraftConfigError(f"{source}={value!r}: drafter_timeout_s must be a positive number of seconds.")
     return value
 
 
 def _from_env(name: str, raw: str) -> Any:
+    if name == "drafter_timeout_s":
+        try:
+            return float(raw)
+        except ValueError:
+            raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not a number of seconds.") from None
     if name != "lane_threads":
         return raw
     try:

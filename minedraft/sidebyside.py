@@ -72,13 +72,15 @@ def engine_counters(llm) -> dict[str, float]:
 
 
 def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
-             env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None) -> dict:
+             env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None,
+             log_dir=None) -> dict:
     """Run one mode (:data:`minedraft.modes.BENCH_MODES`) in a fresh engine; ``passes`` > 1
-    repeats the workload in the same engine (warm runs, under ``"warm"``)."""
+    repeats the workload in the same engine (warm runs, under ``"warm"``). The engine's log
+    is ``<log_dir>/<mode>.log`` (a new temporary directory by default)."""
     spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
             "seed": seed, "minedraft": minedraft}
     return run_once(["-m", "minedraft.sidebyside"], spec, {"cmd": "run", "passes": passes}, env=env,
-                    timeout_s=timeout)
+                    timeout_s=timeout, log_dir=log_dir)
 
 
 if __name__ == "__main__":

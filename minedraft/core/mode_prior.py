@@ -28,8 +28,11 @@ from minedraft.core.mode_policy import Load, Prior
 from minedraft.modes import PLACEMENTS
 
 
-def placement(device_type: str, lane: str) -> str:
-    """The placement of MineDraft's draft lane for a device type and ``MINEDRAFT_LANE``."""
+def placement(device_type: str, lane: str, drafter: str = "in-process") -> str:
+    """The placement of MineDraft's draft lane for a device type, ``MINEDRAFT_LANE`` and
+    ``MINEDRAFT_DRAFTER`` (a process drafter has hardware of its own)."""
+    if drafter == "process":
+        return "dedicated"
     if lane == "serial":
         return "serial"
     return "gpu-stream" if device_type == "cuda" else "cpu-threads"

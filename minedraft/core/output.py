@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.outputs import DraftTokenIds
 
 
 @dataclass
@@ -29,3 +30,11 @@ class MineDraftSchedulerOutput(SchedulerOutput):
         return cls(
             **values, draft_only_req_ids=draft_only_req_ids, defer_drafts=defer_drafts
         )
+
+
+@dataclass
+class MineDraftDraftTokenIds(DraftTokenIds):
+    # Requests the draft lane owed drafts this step that came back without
+    # them (a process drafter late beyond its bound, or gone): they are
+    # verified without drafts, which stays exact.
+    late_req_ids: list[str] = field(default_factory=list)

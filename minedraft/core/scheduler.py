@@ -15,7 +15,8 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   at the next ``schedule``, so it includes the engine's post-step, where a
   parallel step joins the draft lane.
 * ``update_draft_token_ids``: drafts arriving for requests that were
-  preempted while on the draft lane are dropped.
+  preempted while on the draft lane are dropped; requests a process drafter
+  left without drafts (late or gone) are counted.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
 
 KV slots: a request's drafting reads and writes only positions whose blocks
@@ -78,7 +79,8 @@ class MineDraftScheduler(Scheduler):
         self.minedraft_stats = MineDraftStats()
         self.minedraft_totals = MineDraftStats()
         self.settings = MineDraftSettings.of(self.vllm_config)
-        self.lane_placement = placement(self.vllm_config.device_config.device_type, self.settings.lane)
+        self.lane_placement = placement(self.vllm_config.device_config.device_type, self.settings.lane,
+                                        self.settings.drafter)
         self.mode_policy = ModePolicy(self.settings.mode, prior=make_prior(self.lane_placement),
                                       on_change=logger.info)
         # Prefill and decode tokens of the last step: the load's mix for the next one.
@@ -189,6 +191,9 @@ class MineDraftScheduler(Scheduler):
 
     # ------------------------------------------------------------------ drafts
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        late = len(getattr(draft_token_ids, "late_req_ids", ()))
+        self.minedraft_stats.late_drafts += late
+        self.minedraft_totals.late_drafts += late
         # A request preempted while its drafts were being made is waiting
         # again; vLLM's own path never delivers drafts to such a request.
         keep = [

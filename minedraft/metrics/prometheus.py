@@ -21,6 +21,7 @@ _COUNTERS = {
     "verified_requests": "Requests verified, summed over steps.",
     "draft_only_requests": "Requests drafted on the draft lane, summed over steps.",
     "probe_steps": "Steps auto allowed parallel mode only to measure it against plain SD.",
+    "late_drafts": "Requests verified without drafts because the process drafter was late or gone.",
 }
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",

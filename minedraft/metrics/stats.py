@@ -20,6 +20,7 @@ class MineDraftStats:
     draft_group_size: int = 0  # last step's draft-only group
     parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
     probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
+    late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
 
     def observe_step(
         self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool,

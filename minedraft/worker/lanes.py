@@ -12,6 +12,8 @@ One interface, three implementations:
   after an event from the main stream. Written against this interface but not
   yet validated on a GPU (no GPU was available when it was written).
 * :class:`InlineLane`: runs the job at submission (debugging, measurements).
+* :class:`RemoteLane`: the job runs in the process drafter's own process
+  (minedraft/drafter/): ``submit`` sends it, ``wait`` collects its drafts.
 
 ``submit`` never blocks on the job; ``wait`` returns its result or re-raises
 its exception in the caller's thread, so a failing draft surfaces as an
@@ -141,6 +143,35 @@ class CudaStreamLane(Lane):
         torch.cuda.current_stream().wait_stream(self.stream)
         outcome, self._outcome = self._outcome, (None, None)
         return outcome
+
+
+class RemoteLane(Lane):
+    """Jobs with ``start()`` (send) and ``finish()`` (collect, bounded by the job itself)."""
+
+    def __init__(self, on_shutdown: Callable[[], None] | None = None) -> None:
+        self._job: Any = None
+        self._error: BaseException | None = None
+        self._on_shutdown = on_shutdown
+
+    def submit(self, job: Any) -> None:
+        self._pending, self._job, self._error = True, job, None
+        try:
+            job.start()
+        except BaseException as e:  # re-raised by wait()
+            self._error = e
+
+    def _join(self) -> tuple[Any, BaseException | None]:
+        job, self._job = self._job, None
+        if self._error is not None:
+            return None, self._error
+        try:
+            return job.finish(), None
+        except BaseException as e:
+            return None, e
+
+    def shutdown(self) -> None:
+        if self._on_shutdown is not None:
+            self._on_shutdown()
 
 
 def make_lane(kind: str, device: torch.device, lane_threads: int | None = 1) -> Lane:

@@ -31,11 +31,12 @@ from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
-from minedraft.core.output import MineDraftSchedulerOutput
+from minedraft.core.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.drafter.proposer import RemoteDraftProposer
 from minedraft.monkeypatch import serialise_cpu_kernels
 from minedraft.settings import MineDraftSettings
 from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
-from minedraft.worker.lanes import Lane, ThreadLane, make_lane
+from minedraft.worker.lanes import Lane, RemoteLane, ThreadLane, make_lane
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
@@ -53,7 +54,11 @@ class MineDraftCPUModelRunner(CPUModelRunner):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.settings = MineDraftSettings.of(self.vllm_config)
-        self.draft_lane: Lane = make_lane(self._lane_kind(), self.device, self.settings.lane_threads)
+        self.remote_drafter = getattr(self, "drafter", None)
+        if not isinstance(self.remote_drafter, RemoteDraftProposer):
+            self.remote_drafter = None
+        self.draft_lane: Lane = (RemoteLane(on_shutdown=self.remote_drafter.shutdown) if self.remote_drafter
+                                 else make_lane(self._lane_kind(), self.device, self.settings.lane_threads))
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
@@ -83,6 +88,8 @@ class MineDraftCPUModelRunner(CPUModelRunner):
             self.step_profiler.begin(
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
+        if self.remote_drafter is not None:
+            self.remote_drafter.release(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
         self._submit_deferred_job(plan.draft_only_req_ids)
         return super().execute_model(scheduler_output, intermediate_tensors)
 
@@ -94,7 +101,11 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         inline = None if self._defer_this_step else super().take_draft_token_ids()
         if self.step_profiler is not None:
             self.step_profiler.end()
-        return _merge(lane, inline)
+        drafts = _merge(lane, inline)
+        late = self.remote_drafter.take_late() if self.remote_drafter is not None else []
+        if late:
+            drafts = MineDraftDraftTokenIds(drafts.req_ids, drafts.draft_token_ids, late_req_ids=late)
+        return drafts
 
     # -------------------------------------------------------------- lane
     def _submit_deferred_job(self, planned: list[str]) -> None:
@@ -110,10 +121,14 @@ class MineDraftCPUModelRunner(CPUModelRunner):
                 "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
             )
         self._serialise_kernels(job is not None)
-        if job is not None:
-            job = _inject_fault(job, envs.fault_injection())
-            run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
-            self.draft_lane.submit(run)
+        if job is None:
+            return
+        if isinstance(self.draft_lane, RemoteLane):  # the job runs in the drafter's process
+            self.draft_lane.submit(job)
+            return
+        job = _inject_fault(job, envs.fault_injection())
+        run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
+        self.draft_lane.submit(run)
 
     def _serialise_kernels(self, job_this_step: bool) -> None:
         """vLLM's CPU kernels need one lock while a draft job runs beside the target, and
@@ -150,12 +165,17 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         drafter.propose = propose
 
     def _propose(self, real_propose, args: tuple, kwargs: dict):
+        if self.remote_drafter is not None:
+            # The process drafter's job holds only the tokens new since its last job.
+            job = self.remote_drafter.prepare(list(self.input_batch.req_ids), *args, **kwargs)
         if not self._defer_this_step:
             self._collect_lane()  # the drafter's buffers belong to one call at a time
-            return real_propose(*args, **kwargs)
-        self._captured_job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+            return real_propose(*args, **kwargs) if self.remote_drafter is None else job.run()[1]
+        if self.remote_drafter is None:
+            job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+        self._captured_job = job
         num_reqs = self.input_batch.num_reqs
-        if self.speculative_config.method == "ngram":
+        if self.speculative_config.method in ("ngram", "custom_class"):
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
 

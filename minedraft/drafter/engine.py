@@ -1,0 +1,106 @@
+"""The drafter's process: vLLM's engine of the draft model, answering draft jobs.
+
+Started by :mod:`minedraft.drafter.client` as ``python -m
+minedraft.drafter.engine SPEC_JSON``. It dies with the process that started
+it (``PR_SET_PDEATHSIG``, and end of input), binds itself to its cores,
+builds ``LLM`` (engine core in this process, prefix caching on), warms up and
+says ``{"ready": ...}``. Then, per JSON line on stdin::
+
+    {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids]}
+
+it applies the histories (minedraft/drafter/history.py) and drafts k tokens
+greedily for each id of ``draft``, answering one line::
+
+    {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
+
+Replies go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the
+log file the client gives as stderr.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+from minedraft.drafter.history import Histories
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent dies (Linux), even mid-forward."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: end of input still stops the loop
+    if os.getppid() != parent_pid:  # the parent died before prctl
+        os._exit(1)
+
+
+class DraftEngine:
+    """Histories plus the draft model's engine: one job at a time."""
+
+    def __init__(self, llm, k: int) -> None:
+        from vllm import SamplingParams
+
+        self.llm, self.k = llm, k
+        self.histories = Histories()
+        self.max_model_len = llm.llm_engine.model_config.max_model_len
+        self.params = SamplingParams(temperature=0, max_tokens=k, ignore_eos=True, detokenize=False)
+        self.faults = set((os.environ.get("MINEDRAFT_INJECT_FAULT") or "").split(","))
+        self.jobs = 0
+
+    def handle(self, job: dict) -> dict:
+        started = time.perf_counter()
+        self.jobs += 1
+        self._inject_fault()
+        resync = self.histories.apply(job.get("release", ()), job.get("updates", ()))
+        lost = set(resync)
+        ids = [r for r in job["draft"] if r not in lost and r in self.histories.tokens
+               and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
+        drafted = dict(zip(ids, self._draft([self.histories.tokens[r] for r in ids])))
+        return {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
+                "draft_s": round(time.perf_counter() - started, 6)}
+
+    def _draft(self, histories: list[list[int]]) -> list[list[int]]:
+        if not histories:
+            return []
+        outputs = self.llm.generate([{"prompt_token_ids": h} for h in histories], self.params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outputs]
+
+    def _inject_fault(self) -> None:
+        """Tests only (MINEDRAFT_INJECT_FAULT, comma-separated): ``drafter_stall`` sleeps
+        MINEDRAFT_FAULT_STALL_S (default 5) in its 3rd job, ``drafter_exit`` dies in its 12th."""
+        if "drafter_stall" in self.faults and self.jobs == 3:
+            time.sleep(float(os.environ.get("MINEDRAFT_FAULT_STALL_S", "5")))
+        if "drafter_exit" in self.faults and self.jobs == 12:
+            os._exit(3)
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    die_with_parent(spec["parent_pid"])
+    if spec.get("cpu_affinity"):
+        os.sched_setaffinity(0, spec["cpu_affinity"])
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    started = time.perf_counter()
+    from vllm import LLM
+
+    engine = DraftEngine(LLM(**spec["engine"]), spec["k"])
+    engine._draft([[1, 2, 3]])  # first-call allocations
+    reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - started, 2),
+                            "max_model_len": engine.max_model_len}) + "\n")
+    for line in sys.stdin:
+        job = json.loads(line)
+        if job.get("cmd") == "quit":
+            break
+        reply.write(json.dumps(engine.handle(job)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

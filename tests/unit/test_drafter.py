@@ -1,0 +1,223 @@
+"""The process drafter's parts that need no engine: device strings, settings, the front end's
+rewrite of the speculative config, incremental histories, the proposer's jobs and the lane."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scheduler_harness import fake_model_dir
+from vllm.engine.arg_utils import EngineArgs
+
+from minedraft.core.mode_prior import placement
+from minedraft.drafter.frontend import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
+from minedraft.drafter.history import Histories, SentHistories
+from minedraft.drafter.placement import DrafterDevice
+from minedraft.drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
+from minedraft.errors import MineDraftConfigError
+from minedraft.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.worker.lanes import RemoteLane
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return fake_model_dir(tmp_path_factory.mktemp("model"))
+
+
+# ------------------------------------------------------------------ devices and settings
+
+
+@pytest.mark.parametrize(("text", "kind", "indices", "tp"), [
+    ("cpu:1", "cpu", (1,), 1), ("cpu:2-3", "cpu", (2, 3), 1), ("cpu:4,6", "cpu", (4, 6), 1),
+    ("cuda:1", "cuda", (1,), 1), ("cuda:4,5", "cuda", (4, 5), 2),
+])
+def test_device_strings(text, kind, indices, tp):
+    device = DrafterDevice.parse(text)
+    assert (device.kind, device.indices, device.tensor_parallel_size) == (kind, indices, tp)
+
+
+@pytest.mark.parametrize("text", ["cpu", "gpu:1", "cuda:", "cpu:3-1", "cpu:a", "cuda:1:2"])
+def test_bad_device_strings_are_one_line(text):
+    with pytest.raises(MineDraftConfigError, match="expected cpu:<cores>") as err:
+        DrafterDevice.parse(text)
+    assert "\n" not in str(err.value)
+
+
+def test_cpu_drafter_binds_its_process_and_threads_and_keeps_its_engine_in_process():
+    env = DrafterDevice.parse("cpu:1").process_env({})
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert DrafterDevice.parse("cpu:1").cpu_affinity() == {1}
+
+
+def test_cuda_drafter_indices_are_relative_to_the_visible_devices():
+    env = DrafterDevice.parse("cuda:1").process_env({"CUDA_VISIBLE_DEVICES": "4,5,6"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "5"
+    assert DrafterDevice.parse("cuda:0,2").process_env({})["CUDA_VISIBLE_DEVICES"] == "0,2"
+
+
+def test_drafter_settings_from_environment_and_config():
+    env = {"MINEDRAFT_DRAFTER": "process", "MINEDRAFT_DRAFTER_DEVICE": "cpu:1", "MINEDRAFT_DRAFTER_TIMEOUT_S": "0.5"}
+    settings = MineDraftSettings.parse({}, environ=env)
+    assert (settings.drafter, settings.drafter_device, settings.drafter_timeout_s) == ("process", "cpu:1", 0.5)
+    given = {CONFIG_KEY: {"drafter": "process", "drafter_device": "cuda:1"}}
+    assert MineDraftSettings.parse(given, environ={}).drafter_device == "cuda:1"
+    assert MineDraftSettings.parse({}, environ={}).drafter == "in-process"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"MINEDRAFT_DRAFTER": "process"}, "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE"),
+    ({"MINEDRAFT_DRAFTER": "remote"}, "MINEDRAFT_DRAFTER='remote' is not one of in-process, process."),
+    ({"MINEDRAFT_DRAFTER_DEVICE": "gpu1"}, "MINEDRAFT_DRAFTER_DEVICE='gpu1': expected cpu:<cores>"),
+    ({"MINEDRAFT_DRAFTER_TIMEOUT_S": "soon"}, "MINEDRAFT_DRAFTER_TIMEOUT_S='soon' is not a number"),
+    ({"MINEDRAFT_DRAFTER_TIMEOUT_S": "0"}, "drafter_timeout_s must be a positive number"),
+])
+def test_bad_drafter_settings_are_one_line(env, message):
+    with pytest.raises(MineDraftConfigError) as err:
+        MineDraftSettings.parse({}, environ=env)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_process_drafter_is_a_dedicated_placement():
+    assert placement("cpu", "overlap", "process") == "dedicated"
+    assert placement("cuda", "overlap", "process") == "dedicated"
+    assert placement("cpu", "overlap") == "cpu-threads"
+
+
+# ------------------------------------------------------------------ front end
+
+
+def _engine_args(model_dir, minedraft: dict, **spec) -> EngineArgs:
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    return EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512,
+                      scheduler_cls="minedraft", additional_config={CONFIG_KEY: minedraft},
+                      speculative_config={"method": "draft_model", "model": model_dir,
+                                          "num_speculative_tokens": 3, **spec})
+
+
+def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"}, max_model_len=256)
+    vllm_config = args.create_engine_config()
+    spec = vllm_config.speculative_config
+    assert (spec.method, spec.model, spec.num_speculative_tokens) == ("custom_class", PROPOSER_QUALNAME, 3)
+    # The target loads no draft model: vLLM's draft config for custom_class is the target's own.
+    assert spec.draft_model_config is vllm_config.model_config
+    engine = vllm_config.additional_config[DRAFT_ENGINE_KEY]
+    assert engine["model"] == model_dir and engine["max_model_len"] == 256
+    assert engine["enable_prefix_caching"] and engine["skip_tokenizer_init"] and engine["dtype"] == "float32"
+    assert engine["tensor_parallel_size"] == 1
+    assert MineDraftSettings.of(vllm_config).drafter == "process"
+
+
+@pytest.mark.parametrize(("minedraft", "spec", "message"), [
+    ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "ngram", "model": None,
+                                                         "prompt_lookup_max": 3},
+     "the speculative method must be 'draft_model'"),
+    ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares a GPU with the target"),
+])
+def test_front_end_refuses_what_a_process_drafter_cannot_run(model_dir, minedraft, spec, message):
+    with pytest.raises(MineDraftConfigError, match=message):
+        _engine_args(model_dir, minedraft, **spec).create_engine_config()
+
+
+# ------------------------------------------------------------------ histories
+
+
+def test_histories_travel_incrementally_and_resync_on_a_gap():
+    sent, kept = SentHistories(), Histories()
+    tokens = list(range(100, 120))
+    first = sent.update("a", tokens, 10)
+    assert first == ("a", 0, tokens[:10])
+    second = sent.update("a", tokens, 14)
+    assert second == ("a", 10, tokens[10:14])  # only what is new
+    assert kept.apply([], [first, second]) == [] and kept.tokens["a"] == tokens[:14]
+    # A lost update: the drafter asks for a resync and drops its copy ...
+    sent.update("a", tokens, 17)
+    assert kept.apply([], [sent.update("a", tokens, 19)]) == ["a"] and "a" not in kept.tokens
+    sent.forget(["a"])
+    # ... and the next update carries the whole history.
+    assert kept.apply([], [sent.update("a", tokens, 20)]) == [] and kept.tokens["a"] == tokens
+
+
+def test_released_requests_are_dropped_on_both_sides():
+    sent, kept = SentHistories(), Histories()
+    kept.apply([], [sent.update("a", [1, 2, 3], 3), sent.update("b", [4, 5], 2)])
+    sent.release(["a", "unknown"])
+    assert sent.take_released() == ["a"] and sent.take_released() == []
+    kept.apply(["a"], [])
+    assert list(kept.tokens) == ["b"] and "a" not in sent.sent
+
+
+# ------------------------------------------------------------------ proposer and lane
+
+
+class FakeClient:
+    """The draft engine process's replies, without the process: drafts are the last token + 1..k."""
+
+    def __init__(self, late: bool = False):
+        self.kept, self.late, self.sent = Histories(), late, []
+
+    def send(self, message):
+        self.sent.append(message)
+        return len(self.sent)
+
+    def receive(self, job_id, timeout_s):
+        message = self.sent[job_id - 1]
+        resync = self.kept.apply(message["release"], message["updates"])
+        if self.late:
+            return None
+        return {"job": job_id, "resync": resync, "draft_s": 0.001,
+                "drafts": [[self.kept.tokens[r][-1] + i for i in (1, 2, 3)] for r in message["draft"]]}
+
+
+def _proposer(client) -> RemoteDraftProposer:
+    proposer = RemoteDraftProposer.__new__(RemoteDraftProposer)
+    proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
+    proposer.sent, proposer.client, proposer.late_req_ids, proposer.stats = SentHistories(), client, [], JobStats()
+    return proposer
+
+
+def _batch(histories: dict[str, list[int]]):
+    token_ids = np.zeros((len(histories), 64), dtype=np.int32)
+    for row, tokens in enumerate(histories.values()):
+        token_ids[row, :len(tokens)] = tokens
+    lengths = np.array([len(t) for t in histories.values()], dtype=np.int32)
+    return list(histories), lengths, token_ids
+
+
+def test_proposer_jobs_draft_decodes_only_and_send_only_new_tokens():
+    client = FakeClient()
+    proposer = _proposer(client)
+    req_ids, lengths, token_ids = _batch({"a": [5, 6, 7], "b": [8, 9], "c": list(range(1, 63))})
+    sampled = [[7], [], [62]]  # b is a prefill chunk; c is too close to max_model_len for k more
+    job = proposer.prepare(req_ids, sampled, lengths, token_ids)
+    assert job.drafted == ["a"]
+    assert job.run() == (["a", "b", "c"], [[8, 9, 10], [], []])
+    req_ids, lengths, token_ids = _batch({"a": [5, 6, 7, 8, 11]})
+    job = proposer.prepare(req_ids, [[8, 11]], lengths, token_ids)
+    assert job.updates == [("a", 3, [8, 11])]
+    assert job.run() == (["a"], [[12, 13, 14]])
+    stats = proposer.stats
+    assert (stats.jobs, stats.inline_jobs, stats.late) == (2, 2, 0) and "inline jobs" in stats.summary()
+
+
+def test_a_late_drafter_leaves_rows_without_drafts_and_counts_them():
+    proposer = _proposer(FakeClient(late=True))
+    req_ids, lengths, token_ids = _batch({"a": [1, 2], "b": [3, 4]})
+    lane = RemoteLane()
+    lane.submit(proposer.prepare(req_ids, [[2], [4]], lengths, token_ids))
+    assert lane.wait() == (["a", "b"], [[], []])
+    assert proposer.take_late() == ["a", "b"] and proposer.take_late() == []
+    assert (proposer.stats.jobs, proposer.stats.late, proposer.stats.inline_jobs) == (1, 1, 0)
+
+
+def test_remote_lane_surfaces_a_failing_job():
+    class Broken(RemoteDraftJob):
+        def finish(self):
+            raise RuntimeError("boom")
+
+    lane = RemoteLane()
+    lane.submit(Broken([], ["a"], [], [], _proposer(FakeClient())))
+    with pytest.raises(RuntimeError, match="boom"):
+        lane.wait()
+    assert not lane.busy
