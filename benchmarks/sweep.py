@@ -109,7 +109,7 @@ def _generate(llm, prompts: list[list[int]], output_tokens: int):
 
 
 COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens",
-            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps")
+            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts")
 
 
 def counters(llm) -> dict[str, float]:

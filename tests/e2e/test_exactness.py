@@ -2,7 +2,9 @@
 
 48 requests, prompts of 1..500 tokens, max_tokens 1..100, chunked prefill with
 a 128-token budget, prefix caching with shared prefixes, and a 48-block KV
-cache (block size 32) small enough to force preemptions.
+cache (block size 32) small enough to force preemptions. MineDraft runs with
+its in-process drafter and with its process drafter (the draft model as its
+own engine, on core 1).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from minedraft.kit import build_kit
 from minedraft.sidebyside import run_mode
 
 
-def run_engine(mode: str, kit) -> dict:
-    return run_mode(mode, str(kit.target), str(kit.draft_perturbed))
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
+
+
+def run_engine(mode: str, kit, minedraft: dict | None = None) -> dict:
+    return run_mode(mode, str(kit.target), str(kit.draft_perturbed), minedraft=minedraft)
 
 
 @pytest.fixture(scope="module")
@@ -37,28 +42,65 @@ def minedraft(kit):
     return run_engine("minedraft_parallel", kit)
 
 
+@pytest.fixture(scope="module")
+def minedraft_process(kit):
+    return run_engine("minedraft_parallel", kit, PROCESS_DRAFTER)
+
+
+MINEDRAFT_RUNS = ["minedraft", "minedraft_process"]
+
+
 def test_stock_sd_matches_target(target_alone, stock_sd):
     assert stock_sd["tokens"] == target_alone["tokens"]
 
 
-def test_minedraft_matches_target_and_stock_sd(target_alone, stock_sd, minedraft):
+@pytest.mark.parametrize("run", MINEDRAFT_RUNS)
+def test_minedraft_matches_target_and_stock_sd(target_alone, stock_sd, run, request):
+    minedraft = request.getfixturevalue(run)
     assert minedraft["tokens"] == target_alone["tokens"]
     assert minedraft["tokens"] == stock_sd["tokens"]
 
 
-def test_minedraft_really_ran_parallel_steps(minedraft):
-    m = minedraft["metrics"]
+@pytest.mark.parametrize("run", MINEDRAFT_RUNS)
+def test_minedraft_really_ran_parallel_steps(run, request):
+    m = request.getfixturevalue(run)["metrics"]
     assert m["minedraft:parallel_steps"] > 0
     assert m["minedraft:draft_only_requests"] > 0
     assert m["vllm:spec_decode_num_accepted_tokens"] > 0
+    assert m.get("minedraft:late_drafts", 0) == 0
 
 
-def test_workload_forced_preemption(target_alone, minedraft):
+def test_process_drafter_accepts_like_stock_sd(stock_sd, minedraft_process):
+    """The draft engine drafts what vLLM's in-worker drafter drafts (greedy, same context): the
+    acceptance rates agree. Not exactly: a draft engine's batch differs, and float32 sums with it."""
+    def rate(m):
+        return m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_draft_tokens"]
+
+    assert abs(rate(minedraft_process["metrics"]) - rate(stock_sd["metrics"])) < 0.05
+
+
+@pytest.mark.parametrize("run", MINEDRAFT_RUNS)
+def test_workload_forced_preemption(target_alone, run, request):
     assert target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
-    assert minedraft["metrics"].get("vllm:num_preemptions", 0) > 0
+    assert request.getfixturevalue(run)["metrics"].get("vllm:num_preemptions", 0) > 0
 
 
 def test_draft_lane_fault_becomes_an_engine_error(kit):
     with pytest.raises(RuntimeError, match="draft lane failed|injected draft-lane fault"):
         run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), num_requests=8,
                  env={"MINEDRAFT_INJECT_FAULT": "draft_lane"}, timeout=300)
+
+
+def test_a_late_then_dead_drafter_costs_drafts_not_tokens(kit, target_alone, tmp_path):
+    """The draft engine stalls 3 s in its 3rd job (the target waits 0.5 s, then verifies without
+    drafts) and exits in its 12th: one error line, and the engine finishes every request exactly."""
+    settings = {**PROCESS_DRAFTER, "drafter_timeout_s": 0.5}
+    env = {"MINEDRAFT_INJECT_FAULT": "drafter_stall,drafter_exit", "MINEDRAFT_FAULT_STALL_S": "3"}
+    result = run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), minedraft=settings,
+                      env=env, log_dir=tmp_path)
+    assert result["tokens"] == target_alone["tokens"]
+    m = result["metrics"]
+    assert m["minedraft:late_drafts"] > 0 and m["minedraft:parallel_steps"] > 0
+    log = (tmp_path / "minedraft_parallel.log").read_text()
+    gone = [line for line in log.splitlines() if "the draft engine process on cpu:1 exited (code 3)" in line]
+    assert len(gone) == 1, gone

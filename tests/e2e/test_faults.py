@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import signal
 import time
 from pathlib import Path
 
@@ -286,6 +288,36 @@ def test_shutdown_with_a_draft_job_in_flight(workdir):
     assert any("EngineCore" in c for c in res["children_before"].values()), res
     assert not res["children_alive"], res  # gone before the stalled job could end
     assert res["children_gone_s"] < STALL_S, res
+
+
+DRAFTER_UP = re.compile(r"MineDraft draft engine up on cpu:1 in [0-9.]+ s \(pid (\d+),")
+GONE_WITHIN_S = 60
+
+
+def test_process_drafter_dies_with_a_killed_front_end(tmp_path):
+    """SIGKILL to the front end (an offline ``LLM`` with the process drafter): vLLM's engine core
+    and worker go, and so does the draft engine process (it dies with the worker that started it)."""
+    import psutil
+
+    from minedraft.kit import build_kit
+    from minedraft.launch.child import Child
+
+    kit = build_kit()
+    spec = {"name": "front_end", "mode": "minedraft_parallel", "target": str(kit.target),
+            "draft": str(kit.draft_perturbed), "k": K, "num_requests": 4, "seed": 0,
+            "minedraft": {"drafter": "process", "drafter_device": "cpu:1"}}
+    child = Child(["-m", "minedraft.sidebyside"], spec, tmp_path, timeout_s=CHILD_TIMEOUT)
+    try:
+        child.ready()  # the engine and its draft engine are up
+        drafter = int(DRAFTER_UP.search(child.log_path.read_text()).group(1))
+        family = psutil.Process(child.proc.pid).children(recursive=True)
+        assert drafter in {p.pid for p in family}
+        os.kill(child.proc.pid, signal.SIGKILL)
+        child.proc.wait()
+        _, alive = psutil.wait_procs(family, timeout=GONE_WITHIN_S)
+        assert not alive, [(p.pid, p.name()) for p in alive]
+    finally:
+        child.close()
 
 
 if __name__ == "__main__":

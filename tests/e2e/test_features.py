@@ -4,7 +4,8 @@ method.
 
 Three modes see identical requests: the target alone, stock speculative
 decoding (the perturbed draft, k = 3) and MineDraft (the same plus
-``scheduler_cls="minedraft"``). Each engine runs in its own subprocess (this
+``scheduler_cls="minedraft"``), the latter also with its process drafter
+(``minedraft_process*`` scenarios: the draft engine on core 1). Each engine runs in its own subprocess (this
 file run as a child, :mod:`minedraft.launch.child`, one engine per process, several workloads per engine),
 like :mod:`minedraft.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
@@ -43,7 +44,8 @@ DIST_ALPHA = 1e-3  # family-wise, Bonferroni over prompts x positions
 # repeat samples, which inflates the test statistic). Each mode and workload
 # has its own base: samples of different modes are independent.
 SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
-              ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000}
+              ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000}
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
 N_AFTER_ABORT = 4
 N_NGRAM, NGRAM_MAX_TOKENS = 18, 48
@@ -129,7 +131,7 @@ def engine_kwargs(scenario: str) -> dict:
     speculation = (Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
                    if scenario == "minedraft_ngram" else Speculation(str(kit.draft_perturbed), K))
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
-                       enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
+                       minedraft=PROCESS_DRAFTER if "process" in scenario else None, enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
                        enable_prefix_caching=True)
 
 
@@ -244,7 +246,7 @@ async def run_async(spec: dict) -> dict:
 
 def make_handler(spec: dict):
     def run(command: dict) -> dict:
-        return asyncio.run(run_async(spec)) if spec["mode"] == "minedraft_async" else run_sync(spec)
+        return asyncio.run(run_async(spec)) if spec["mode"].endswith("_async") else run_sync(spec)
 
     return run
 
@@ -281,8 +283,19 @@ def minedraft(workdir, target):
 
 
 @pytest.fixture(scope="module")
+def minedraft_process(workdir, target):
+    return run_child(workdir, {"mode": "minedraft_process", "workloads": ["stop", "dist"],
+                               "stop_picks": target["stop_picks"]})
+
+
+@pytest.fixture(scope="module")
 def minedraft_async(workdir):
     return run_child(workdir, {"mode": "minedraft_async", "timeout": 600})
+
+
+@pytest.fixture(scope="module")
+def minedraft_process_async(workdir):
+    return run_child(workdir, {"mode": "minedraft_process_async", "timeout": 600})
 
 
 @pytest.fixture(scope="module")
@@ -350,15 +363,15 @@ def test_stop_strings_really_stop(target):
     assert n_stopped >= N_STOP // 2
 
 
-@pytest.mark.parametrize("mode", ["stock_sd", "minedraft"])
-def test_stop_strings_same_in_all_modes(target, stock_sd, minedraft, mode):
-    got = {"stock_sd": stock_sd, "minedraft": minedraft}[mode]
+@pytest.mark.parametrize("mode", ["stock_sd", "minedraft", "minedraft_process"])
+def test_stop_strings_same_in_all_modes(target, mode, request):
+    got = request.getfixturevalue(mode)
     assert got["stop_picks"] == target["stop_picks"]
     for key in ("token_ids", "text", "finish_reason", "stop_reason"):
         diff = differences(got["phases"]["stop"], target["phases"]["stop"], key)
         assert not diff, f"{mode} vs target alone, {key}: " + "; ".join(diff)
     assert any(r[0]["finish_reason"] == "stop" and r[0]["stop_reason"] != NEVER for r in got["phases"]["stop"])
-    if mode == "minedraft":
+    if mode.startswith("minedraft"):
         assert_parallel(got, "stop")
 
 
@@ -416,7 +429,9 @@ def distribution_p_values(got: list[list[dict]], want: list[list[dict]]) -> dict
             for p in range(DIST_PROMPTS) for pos in range(1, DIST_MAX_TOKENS)}
 
 
-def test_sampling_workload_samples(minedraft):
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process"])
+def test_sampling_workload_samples(mode, request):
+    minedraft = request.getfixturevalue(mode)
     rows = minedraft["phases"]["dist"]
     assert len(rows) == DIST_PROMPTS * DIST_REQUESTS
     assert all(len(r) == DIST_N and all(len(s["token_ids"]) == DIST_MAX_TOKENS for s in r) for r in rows)
@@ -430,7 +445,9 @@ def test_distribution_test_has_power(target):
     assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
 
 
-def test_sampled_distribution_matches_target(target, minedraft):
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process"])
+def test_sampled_distribution_matches_target(target, mode, request):
+    minedraft = request.getfixturevalue(mode)
     p_values = distribution_p_values(minedraft["phases"]["dist"], target["phases"]["dist"])
     worst = min(p_values, key=p_values.get)
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
@@ -446,8 +463,9 @@ def test_stock_sd_distribution_is_off_on_cpu(target, stock_sd):
 
 # 3. Aborts through the async engine ------------------------------------------
 
-def test_aborts_async(target, minedraft_async):
-    res = minedraft_async
+@pytest.mark.parametrize("mode", ["minedraft_async", "minedraft_process_async"])
+def test_aborts_async(target, mode, request):
+    res = request.getfixturevalue(mode)
     assert not res["errors"], res["errors"]
     assert res["pending"] == 0, "requests still streaming at the timeout"
     ref = [r[0]["token_ids"] for r in target["phases"]["abort_ref"]]

@@ -19,6 +19,8 @@ import importlib.metadata
 import json
 import os
 import random
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -254,6 +256,40 @@ def test_disconnected_streams_do_not_break_the_server(target_answers, minedraft_
     assert delta("vllm:request_success_total") == len(greedy) + 1
     answered = sum(r["max_tokens"] for r in greedy) + PROBE["max_tokens"]
     assert answered <= delta("vllm:generation_tokens_total") < answered + STREAM_MAX_TOKENS
+
+
+# --------------------------------------------------------------------------- the process drafter
+
+DRAFTER_UP = re.compile(r"MineDraft draft engine up on cpu:1 in [0-9.]+ s \(pid (\d+),")
+GONE_WITHIN_S = 120
+
+
+@pytest.fixture(scope="module")
+def process_drafter_run(target_answers, minedraft_answers, kit, chat_template, log_dir) -> dict:
+    """A server whose draft model runs as its own engine on core 1: its answers and metrics, then
+    SIGTERM to the front end alone (not its process group): does the draft engine go too?"""
+    import psutil
+
+    settings = {"drafter": "process", "drafter_device": "cpu:1"}
+    with served("minedraft-process", kit, chat_template, log_dir, minedraft=True, settings=settings) as server:
+        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
+        metrics = server.metrics()
+        drafter = psutil.Process(int(DRAFTER_UP.search(server.log.read_text()).group(1)))
+        server.proc.send_signal(signal.SIGTERM)
+        _, alive = psutil.wait_procs([drafter], timeout=GONE_WITHIN_S)
+    return {"completions": completions, "chats": chats, "metrics": metrics, "drafter_alive": bool(alive)}
+
+
+def test_process_drafter_serves_exactly(target_answers, process_drafter_run):
+    assert process_drafter_run["completions"] == target_answers["completions"]
+    assert process_drafter_run["chats"] == target_answers["chats"]
+    m = process_drafter_run["metrics"]
+    assert m["minedraft:parallel_steps_total"] > 0 and m["minedraft:draft_only_requests_total"] > 0, m
+    assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0 and m["minedraft:late_drafts_total"] == 0, m
+
+
+def test_process_drafter_goes_with_a_terminated_front_end(process_drafter_run):
+    assert not process_drafter_run["drafter_alive"]
 
 
 # --------------------------------------------------------------------------- the `vllm` console script

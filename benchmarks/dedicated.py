@@ -1,0 +1,244 @@
+"""The drafter on its own hardware: MineDraft's process drafter on core 1, the target on core 0.
+
+Issue #14's measurement on this 2-core CPU, with the sweep's workload and
+engine layout (``sweep.py`` is reused: prompts, engine arguments, workers,
+engine core in its own process). Modes, all with the kit's target and the
+same draft and k:
+
+* ``stock_sd_core0``: vLLM's speculative decoding, its worker bound to core 0
+  (``VLLM_CPU_OMP_THREADS_BIND=0``): the paper's baseline, one device fewer;
+* ``stock_sd_2cores``: the same on both cores (``VLLM_CPU_OMP_THREADS_BIND=0-1``):
+  the baseline with the same hardware as MineDraft;
+* ``minedraft_process``: MineDraft pinned to parallel mode, the target on core
+  0, the draft model as its own engine on core 1
+  (``MINEDRAFT_DRAFTER=process``, ``MINEDRAFT_DRAFTER_DEVICE=cpu:1``);
+* ``minedraft_process_auto``: the same in the default ``auto`` mode, which
+  knows the drafter has hardware of its own (no prior: it probes parallel
+  steps and keeps them where they win);
+* ``minedraft_process_serial``: the same in ``stock`` mode (draft, then
+  verify): the cost of drafting through an engine in another process, with
+  no overlap to pay for it.
+
+Comparisons: ``equal_concurrency`` (every mode runs N requests) and ``paper``
+(``minedraft_process`` runs 2N against stock SD's N). Ratios pair runs of the
+same round (all engines up at once, the order rotating per round).
+
+    python benchmarks/dedicated.py            # ~30 min on 2 idle cores
+    python benchmarks/dedicated.py --replot
+
+Writes ``benchmarks/results/cpu/dedicated.json`` and ``dedicated_<draft>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import sweep  # noqa: E402  (the sweep's workers, setup and workload)
+
+from minedraft.launch.engine_args import engine_kwargs  # noqa: E402
+
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
+# mode -> (benchmark mode of the engine, MineDraft settings, target's cores)
+MODES = {
+    "stock_sd_core0": ("stock_sd", None, "0"),
+    "stock_sd_2cores": ("stock_sd", None, "0-1"),
+    "minedraft_process": ("minedraft_parallel", PROCESS_DRAFTER, "0"),
+    "minedraft_process_auto": ("minedraft_auto", PROCESS_DRAFTER, "0"),
+    "minedraft_process_serial": ("minedraft_parallel", {**PROCESS_DRAFTER, "mode": "stock"}, "0"),
+}
+BASELINES = ("stock_sd_core0", "stock_sd_2cores")
+PAPER_MODE = "minedraft_process"
+OUT = HERE / "results" / "cpu"
+README_BEGIN, README_END = "<!-- dedicated:begin -->", "<!-- dedicated:end -->"
+
+
+def worker(setup, draft: str, mode: str, k: int, prompts) -> tuple[tuple, dict, dict]:
+    bench_mode, settings, cores = MODES[mode]
+    target, draft_path = setup.pairs[draft]
+    kwargs = engine_kwargs(bench_mode, target, sweep.Speculation(draft_path, k), minedraft=settings,
+                           defaults={}, **setup.engine)
+    env = {**setup.env, "VLLM_CPU_OMP_THREADS_BIND": cores}
+    return (mode, draft, f"k{k}"), {"engine": kwargs, "warmup_prompts": prompts[:4]}, env
+
+
+def run_block(setup, args, pool, draft: str, k: int, prompts) -> list[dict]:
+    workers = {mode: worker(setup, draft, mode, k, prompts) for mode in MODES}
+    for key, spec, env in workers.values():
+        pool.launch(key, spec, env)
+    for key, spec, env in workers.values():
+        pool.get(key, spec, env)
+    samples = []
+    rounds = [(r, n) for r in range(args.repeats) for n in args.concurrency]
+    for index, (repeat, n) in enumerate(rounds):
+        jobs = [(mode, n) for mode in MODES] + [(PAPER_MODE, 2 * n)] * (2 * n not in args.concurrency)
+        shift = index % len(jobs)
+        for mode, requests in jobs[shift:] + jobs[:shift]:
+            result = pool.get(*workers[mode]).run(prompts[:requests], args.output_tokens)
+            samples.append({"draft": draft, "k": k, "mode": mode, "requests": requests, "repeat": repeat,
+                            **result})
+    pool.stop_all()
+    sweep.print_block([{**s, "output_tokens": args.output_tokens} for s in samples])
+    return samples
+
+
+def summarize(samples: list[dict], concurrency: list[int]) -> list[dict]:
+    """Per (draft, k, N): every mode's median tok/s and MineDraft's paired ratios to each baseline."""
+    rate = {(s["draft"], s["k"], s["mode"], s["requests"], s["repeat"]): s["tok_s"] for s in samples}
+    by = defaultdict(list)
+    for s in samples:
+        by[(s["draft"], s["k"], s["mode"], s["requests"])].append(s)
+    rows = []
+    for draft, k in sorted({(s["draft"], s["k"]) for s in samples}):
+        for n in concurrency:
+            row = {"draft": draft, "k": k, "batch_size": n}
+            for mode in MODES:
+                runs = by.get((draft, k, mode, n), [])
+                row[f"{mode}_tok_s"] = round(statistics.median(s["tok_s"] for s in runs), 1) if runs else None
+                if runs and mode.startswith("minedraft"):
+                    for counter in ("parallel_steps", "probe_steps", "late_drafts"):
+                        row[f"{mode}_{counter}"] = int(sum(s["counters"].get(f"minedraft:{counter}", 0)
+                                                           for s in runs))
+            repeats = sorted({s["repeat"] for s in samples})
+            for mode, total, comparison in (("minedraft_process", n, "equal_concurrency"),
+                                            ("minedraft_process_auto", n, "equal_concurrency"),
+                                            ("minedraft_process_serial", n, "equal_concurrency"),
+                                            ("minedraft_process", 2 * n, "paper")):
+                for base in BASELINES:
+                    ratios = [rate[(draft, k, mode, total, r)] / rate[(draft, k, base, n, r)] for r in repeats
+                              if (draft, k, mode, total, r) in rate and (draft, k, base, n, r) in rate]
+                    if ratios:
+                        row[f"{mode}_{comparison}_vs_{base}"] = round(statistics.median(ratios), 3)
+            rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    out = [f"{meta['date'][:10]}, {meta['device_label']}: target on core 0, draft engine on core 1; prompt "
+           f"{meta['prompt_tokens']} tokens, {meta['output_tokens']} output tokens, median of {meta['repeats']} "
+           "paired repeats.", ""]
+    columns = [("minedraft_process", "equal_concurrency", "stock_sd_core0", "parallel / stock core 0"),
+               ("minedraft_process", "equal_concurrency", "stock_sd_2cores", "parallel / stock 2 cores"),
+               ("minedraft_process", "paper", "stock_sd_core0", "paper: parallel 2N / stock core 0 N"),
+               ("minedraft_process", "paper", "stock_sd_2cores", "paper: parallel 2N / stock 2 cores N"),
+               ("minedraft_process_auto", "equal_concurrency", "stock_sd_core0", "auto / stock core 0"),
+               ("minedraft_process_auto", "equal_concurrency", "stock_sd_2cores", "auto / stock 2 cores"),
+               ("minedraft_process_serial", "equal_concurrency", "stock_sd_core0", "serial / stock core 0")]
+    out += ["| draft | k | N | " + " | ".join(c[3] for c in columns) + " |", "|---|---|---|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [row.get(f"{m}_{c}_vs_{b}") for m, c, b, _ in columns]
+        out.append(f"| {row['draft']} | {row['k']} | {row['batch_size']} | "
+                   + " | ".join(f"{v:.2f}x" if v is not None else "" for v in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot(rows: list[dict], out_dir: Path, label: str) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for draft in sorted({r["draft"] for r in rows}):
+        at = [r for r in rows if r["draft"] == draft]
+        ks = sorted({r["k"] for r in at})
+        fig, axes = plt.subplots(1, len(ks), figsize=(3.8 * len(ks), 3.6), sharey=True, squeeze=False)
+        for ax, k in zip(axes[0], ks):
+            series = sorted((r for r in at if r["k"] == k), key=lambda r: r["batch_size"])
+            x = [r["batch_size"] for r in series]
+            for key, style, name in (
+                    ("minedraft_process_equal_concurrency_vs_stock_sd_core0", "o-", "vs stock SD core 0"),
+                    ("minedraft_process_equal_concurrency_vs_stock_sd_2cores", "s-", "vs stock SD 2 cores"),
+                    ("minedraft_process_paper_vs_stock_sd_core0", "o--", "paper (2N) vs stock core 0"),
+                    ("minedraft_process_auto_equal_concurrency_vs_stock_sd_core0", "^-", "auto vs stock core 0"),
+                    ("minedraft_process_serial_equal_concurrency_vs_stock_sd_core0", "x:", "serial vs stock core 0")):
+                ax.plot(x, [r.get(key) for r in series], style, ms=4, label=name)
+            ax.axhline(1.0, color="k", lw=0.6)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(x, [str(v) for v in x])
+            ax.minorticks_off()
+            ax.set_title(f"k={k}")
+            ax.set_xlabel("N (stock SD's running requests)")
+        axes[0][0].set_ylabel("MineDraft process drafter / stock SD")
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle(f"Process drafter on core 1, target on core 0, {draft}; {label}", fontsize=8)
+        fig.tight_layout()
+        path = out_dir / f"dedicated_{draft}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def update_readme(text: str, path: Path = HERE / "README.md") -> None:
+    readme = path.read_text()
+    head, rest = readme.split(README_BEGIN, 1)
+    path.write_text(head + README_BEGIN + "\n" + text + README_END + rest.split(README_END, 1)[1])
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--drafts", nargs="+", default=["draft_perturbed"])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--replot", action="store_true")
+    parser.add_argument("--update-readme", action="store_true")
+    args = parser.parse_args(argv)
+    args.engine_core = "process"
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    path = OUT / "dedicated.json"
+    if args.replot:
+        result = json.loads(path.read_text())
+    else:
+        from minedraft.kit.prompts import token_windows
+
+        setup = sweep.cpu_setup(args)
+        prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,
+                                tokenizer_dir=setup.pairs[args.drafts[0]][0])
+        log_dir = Path(tempfile.mkdtemp(prefix="minedraft-dedicated-"))
+        print(f"worker logs: {log_dir}", flush=True)
+        pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
+        started, samples = time.perf_counter(), []
+        try:
+            for draft in args.drafts:
+                for k in args.ks:
+                    print(f"{draft} k={k}", flush=True)
+                    samples += run_block(setup, args, pool, draft, k, prompts)
+        finally:
+            pool.stop_all()
+        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "device_label": setup.device_label, "prompt_tokens": args.prompt_tokens,
+                "output_tokens": args.output_tokens, "repeats": args.repeats, "concurrency": args.concurrency,
+                "modes": {m: {"engine_mode": b, "minedraft": s, "target_cores": c} for m, (b, s, c) in MODES.items()},
+                "engine_core": "process", "seconds": round(time.perf_counter() - started, 1),
+                "engine_starts": pool.starts}
+        result = {"meta": meta, "rows": summarize(samples, args.concurrency), "samples": samples}
+        OUT.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}")
+    for png in plot(result["rows"], OUT, result["meta"]["device_label"]):
+        print(f"wrote {png}")
+    table = markdown(result["rows"], result["meta"])
+    print("\n" + table)
+    if args.update_readme:
+        update_readme(table)
+
+
+if __name__ == "__main__":
+    main()
