@@ -87,6 +87,7 @@ QUICK = dict(ks=[1, 3], concurrency=[1, 8], repeats=1, output_tokens=[32], long_
 LONG_OUTPUT = 128  # output lengths above this are "long" runs
 MAX_REQUESTS = 64  # 2N for N = 32: engines are sized for it
 COMMAND_TIMEOUT_S = 900
+SETTLE_S = 1.5  # > vLLM's 1 s shared-memory spin-wait after an engine's last step (see Worker.run)
 
 
 # ---------------------------------------------------------------- worker side
@@ -153,6 +154,10 @@ class Worker(Child):
         return {"worker": self.name, "engine_s": started["start_s"], "ready_s": started["ready_s"]}
 
     def run(self, prompts: list[list[int]], output_tokens: int) -> dict:
+        # vLLM's worker and engine core keep spin-waiting on their shared-memory queues for 1 s
+        # after their last message (shm_broadcast.SpinCondition): an engine that has just run
+        # still takes a core meanwhile. Let it go idle before the next engine is measured.
+        time.sleep(SETTLE_S)
         return self.call({"cmd": "run", "prompts": prompts, "output_tokens": output_tokens})
 
 
