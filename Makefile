@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
 DEVICE ?= cpu
 
-.PHONY: setup demo test test-unit test-e2e soak test-upstream bench bench-serving bench-steps bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak test-upstream test-gpu bench bench-serving bench-steps bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -51,6 +51,11 @@ soak: setup
 # vLLM 0.32.0's own scheduler tests against MineDraft's scheduler (fetches vLLM's sdist once).
 test-upstream: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m upstream tests/upstream
+
+# The side-stream lane on a real GPU, torch only (no vLLM needed: runs where torch has CUDA).
+# Skipped with the reason where no GPU is visible; TORCH_CUDA_SANITIZER=1 is one of its runs.
+test-gpu:
+	$(PYTHON) -m pytest -q -p no:cacheprovider -m gpu tests/gpu
 
 BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds

@@ -92,6 +92,29 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         raise MineDraftConfigError(
             f"only generative models are supported, not runner {vllm_config.model_config.runner_type!r}."
         )
+    if vllm_config.device_config.device_type == "cuda":
+        _check_gpu_config(vllm_config)
+
+
+def _check_gpu_config(vllm_config: VllmConfig) -> None:
+    """What the GPU side-stream lane's design does not cover yet (../shared/docs/gpu-path.md §0)."""
+    parallel = vllm_config.parallel_config
+    if parallel.tensor_parallel_size > 1:
+        raise MineDraftConfigError(
+            "tensor parallelism > 1 on GPU is not supported yet with MineDraft (every rank would run its own "
+            "draft lane); run the target at TP 1.")
+    if parallel.enable_dbo:
+        raise MineDraftConfigError("dual-batch overlap (--enable-dbo) is not supported with MineDraft.")
+    kv_transfer = vllm_config.kv_transfer_config
+    if kv_transfer is not None and getattr(kv_transfer, "kv_connector", None):
+        raise MineDraftConfigError("KV connectors (--kv-transfer-config) are not supported with MineDraft yet.")
+    backend = vllm_config.attention_config.backend
+    if backend is not None and "FLASHINFER" in str(backend).upper():
+        raise MineDraftConfigError(
+            "the FlashInfer attention backend synchronises the host in every draft metadata build, which "
+            "serialises the lanes: use FLASH_ATTN or TRITON_ATTN with MineDraft.")
+    if vllm_config.model_config.is_hybrid:
+        raise MineDraftConfigError("hybrid (attention + Mamba) models are not supported with MineDraft yet.")
 
 
 def _check_num_spec_tokens(k: Any) -> None:

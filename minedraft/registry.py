@@ -4,6 +4,7 @@ SHORT_NAME = "minedraft"
 
 SCHEDULER_QUALNAME = "minedraft.core.scheduler.MineDraftScheduler"
 CPU_WORKER_QUALNAME = "minedraft.worker.cpu_worker.MineDraftCPUWorker"
+GPU_WORKER_QUALNAME = "minedraft.worker.gpu_worker.MineDraftGPUWorker"
 
 
 def is_minedraft(scheduler_cls: object) -> bool:

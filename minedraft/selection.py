@@ -7,6 +7,7 @@ configuration is refused before any model loads.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from minedraft import registry
@@ -31,12 +32,36 @@ def select_minedraft_engine_args(engine_args: Any) -> None:
     # MineDraft's scheduler is synchronous: it needs each step's drafts back
     # before it schedules the next one.
     engine_args.async_scheduling = False
+    force_v1_model_runner()
     if engine_args.worker_cls == "auto":
         engine_args.worker_cls = _default_worker_qualname()
 
 
 def validate_selected_config(vllm_config: Any) -> None:
     validate_vllm_config(vllm_config)
+    if vllm_config.use_v2_model_runner:  # hisparse or watermark configs force V2 past the variable
+        raise MineDraftConfigError(
+            "this configuration needs vLLM's V2 model runner (hisparse or watermarking); MineDraft runs on "
+            "the V1 runner: drop those options or --scheduler-cls minedraft.")
+
+
+V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def force_v1_model_runner() -> None:
+    """MineDraft subclasses vLLM's V1 model runner (MRV1): select it in this process and, through
+    the environment they inherit, in the engine core and the workers started after this."""
+    value = os.environ.get(V2_RUNNER_ENV)
+    if value not in (None, "", "0"):
+        raise MineDraftConfigError(
+            f"{V2_RUNNER_ENV}={value!r}: MineDraft runs on vLLM's V1 model runner; unset it.")
+    if value != "0":
+        os.environ[V2_RUNNER_ENV] = "0"
+        logger.info("MineDraft: vLLM's V1 model runner selected (%s=0)", V2_RUNNER_ENV)
+    import vllm.envs as envs
+
+    if envs._is_envs_cache_enabled():  # an in-process engine after a first one reads cached values
+        envs.__getattr__.cache_clear()
 
 
 def _default_worker_qualname() -> str:
@@ -44,8 +69,10 @@ def _default_worker_qualname() -> str:
 
     if current_platform.is_cpu():
         return registry.CPU_WORKER_QUALNAME
+    if current_platform.is_cuda():
+        logger.warning(
+            "MineDraft on CUDA: the side-stream lane is tested against a fake of torch.cuda only, and MineDraft's "
+            "tests have not yet run inside vLLM on a GPU; check outputs against stock SD before relying on it.")
+        return registry.GPU_WORKER_QUALNAME
     raise MineDraftConfigError(
-        f"platform {current_platform.device_name!r} is not supported yet: the "
-        "overlapped draft lane runs on the CPU backend (a CUDA-stream lane exists "
-        "but has not been validated on a GPU)."
-    )
+        f"platform {current_platform.device_name!r} is not supported: MineDraft runs on CPU and CUDA.")

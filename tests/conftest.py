@@ -2,7 +2,7 @@
 
 ``tests/unit`` (no engine, seconds), ``tests/e2e`` (real vLLM engines on CPU),
 ``tests/soak`` and ``tests/upstream`` (vLLM's own scheduler tests) are the
-tiers, fastest first; their markers are registered in pyproject.toml and set
+tiers, fastest first (``tests/gpu``: CUDA only, skipped elsewhere); their markers are registered in pyproject.toml and set
 here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
 anyone marking a test by hand.
 """
@@ -21,7 +21,7 @@ os.environ.setdefault("MINEDRAFT_MODE", "parallel")
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "unit"))
 
-TIERS = ("unit", "e2e", "soak", "upstream")
+TIERS = ("unit", "e2e", "soak", "upstream", "gpu")
 
 
 def tier_of(path: Path) -> str | None:

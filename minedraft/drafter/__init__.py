@@ -16,6 +16,6 @@ Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
 * ``placement.py``: ``cpu:``/``cuda:`` device strings and the process's binding.
 
 The two-batch pipeline is MineDraft's usual one (core/scheduler.py,
-worker/model_runner.py): in a parallel step the job of the group verified
+worker/runner_mixin.py): in a parallel step the job of the group verified
 last step is sent when the step starts and collected when it ends.
 """

@@ -36,11 +36,14 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
             f"'draft_model' with a 'model', got method {method!r}.")
-    device = DrafterDevice.parse(settings.drafter_device)
-    if device.kind == "cuda" and set(device.indices) & set(range(engine_args.tensor_parallel_size or 1)):
+    if (engine_args.tensor_parallel_size or 1) > 1:
         raise MineDraftConfigError(
-            f"MINEDRAFT_DRAFTER_DEVICE={device} shares a GPU with the target (devices 0.."
-            f"{(engine_args.tensor_parallel_size or 1) - 1}); give the drafter GPUs of its own.")
+            "MINEDRAFT_DRAFTER=process serves a target at tensor parallelism 1 for now (each rank would start "
+            "its own draft engine); the draft's own parallelism comes from MINEDRAFT_DRAFTER_DEVICE.")
+    device = DrafterDevice.parse(settings.drafter_device)
+    if device.kind == "cuda" and 0 in device.indices:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
     if device.kind == "cpu":
         _warn_if_target_uses_drafter_cores(device)
     k = spec["num_speculative_tokens"]

@@ -11,7 +11,7 @@ require_supported_vllm()
 from vllm.v1.worker.cpu_worker import CPUWorker
 
 from minedraft.monkeypatch import apply_worker_patches, scoped_patch
-from minedraft.worker.model_runner import MineDraftCPUModelRunner
+from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 
 
 class MineDraftCPUWorker(CPUWorker):

@@ -122,25 +122,70 @@ class ThreadLane(Lane):
 
 
 class CudaStreamLane(Lane):
-    """Runs the job on a side CUDA stream ordered after the main stream's work.
+    """Runs the job on a side CUDA stream ``S`` beside the main stream ``M`` (the target's).
 
-    The job itself is launched from the calling thread (kernel launches are
-    asynchronous); ``wait`` makes the main stream wait for the side stream.
-    NOT VALIDATED ON A GPU YET.
+    Ordering and memory lifetime (``../shared/docs/gpu-path.md`` §4):
+
+    * ``captured()`` records ``ready`` on ``M`` right after a job's inputs were
+      copied; ``submit`` makes ``S`` wait for that event, not for all of ``M``:
+      the target's forward, enqueued before the submission, must not serialise
+      the lane;
+    * the job, whose copied inputs were allocated on ``M``, is kept until the
+      join, so the caching allocator cannot give their memory to ``M`` while
+      ``S`` still reads it (the join orders ``M`` after ``S`` first);
+    * the drafts are copied on ``S`` into a lane-owned pinned buffer and
+      ``done`` is recorded; the join waits for ``done`` on the host, then makes
+      ``M`` wait for it. Nothing in the job synchronises the host.
+
+    ``cuda`` is ``torch.cuda`` (tests pass a recording fake). NOT VALIDATED ON A GPU YET.
     """
 
-    def __init__(self, device: torch.device):
-        self.stream = torch.cuda.Stream(device=device)
+    def __init__(self, device: torch.device, cuda: Any = None):
+        self.cuda = cuda if cuda is not None else torch.cuda
+        self.stream = self.cuda.Stream(device=device)
+        self._done = self.cuda.Event(blocking=True)
+        self._ready: Any = None
+        self._job: Any = None
+        self._pinned: torch.Tensor | None = None
         self._outcome: tuple[Any, BaseException | None] = (None, None)
 
+    def captured(self) -> None:
+        """On ``M``, right after a job's inputs were copied: what ``S`` will wait for."""
+        self._ready = self.cuda.Event()
+        self._ready.record(self.cuda.current_stream())
+
     def submit(self, job: Job) -> None:
-        self.stream.wait_stream(torch.cuda.current_stream())
-        self._pending = True
-        with torch.cuda.stream(self.stream):
-            self._outcome = _run_job(job)
+        if self._pending:
+            raise RuntimeError("draft lane already has a job in flight")
+        ready, self._ready = self._ready, None
+        if ready is None:  # not announced by captured(): wait for everything on M so far
+            ready = self.cuda.Event()
+            ready.record(self.cuda.current_stream())
+        self._pending, self._job = True, job
+        with self.cuda.stream(self.stream):
+            self.stream.wait_event(ready)
+            result, error = _run_job(job)
+            if error is None:
+                result = self._to_pinned(result)
+            self._done.record(self.stream)
+        self._outcome = (result, error)
+
+    def _to_pinned(self, result: Any) -> Any:
+        """(req_ids, drafts on the device) -> (req_ids, a view of the pinned buffer), copied on ``S``."""
+        req_ids, drafts = result
+        if not (isinstance(drafts, torch.Tensor) and drafts.is_cuda):
+            return result
+        rows, cols = drafts.shape
+        if self._pinned is None or self._pinned.shape[0] < rows or self._pinned.shape[1] < cols:
+            self._pinned = torch.empty((max(rows, 64), cols), dtype=drafts.dtype, pin_memory=True)
+        view = self._pinned[:rows, :cols]
+        view.copy_(drafts, non_blocking=True)
+        return req_ids, view
 
     def _join(self) -> tuple[Any, BaseException | None]:
-        torch.cuda.current_stream().wait_stream(self.stream)
+        self._done.synchronize()
+        self.cuda.current_stream().wait_event(self._done)
+        self._job = None  # M now runs after S: the job's inputs may be freed
         outcome, self._outcome = self._outcome, (None, None)
         return outcome
 

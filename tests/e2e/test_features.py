@@ -131,7 +131,8 @@ def engine_kwargs(scenario: str) -> dict:
     speculation = (Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
                    if scenario == "minedraft_ngram" else Speculation(str(kit.draft_perturbed), K))
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
-                       minedraft=PROCESS_DRAFTER if "process" in scenario else None, enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
+                       minedraft=PROCESS_DRAFTER if "process" in scenario else None,
+                       enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
                        enable_prefix_caching=True)
 
 

@@ -127,3 +127,118 @@ def test_step_profiler_times_the_lane_job_and_the_step(tmp_path):
     (row,) = [json.loads(line) for line in path.read_text().splitlines()]
     assert row["num_verified"] == 3 and row["num_draft_only"] == 2 and row["parallel"]
     assert 0 <= row["main_s"] <= row["step_s"] and 0 < row["draft_s"] <= row["step_s"]
+
+
+# ------------------------------------------------------------------ the CUDA-stream lane's contract
+# A recording fake of torch.cuda: streams, events and the current stream, so the lane's ordering
+# and memory-lifetime rules are checked here; tests/gpu runs the same lane on a real GPU.
+
+
+class FakeCuda:
+    def __init__(self):
+        self.log: list[str] = []
+        self.main = self.Stream(self, "M")
+        self.current = self.main
+
+    class Stream:
+        def __init__(self, cuda, name="S", device=None):
+            self.cuda, self.name = cuda, name
+
+        def wait_event(self, event):
+            self.cuda.log.append(f"{self.name}.wait({event.name})")
+
+        def wait_stream(self, other):
+            self.cuda.log.append(f"{self.name}.wait_stream({other.name})")
+
+    class Event:
+        count = 0
+
+        def __init__(self, cuda, blocking=False):
+            self.cuda, self.recorded_on = cuda, None
+            FakeCuda.Event.count += 1
+            self.name = f"e{FakeCuda.Event.count}"
+
+        def record(self, stream):
+            self.recorded_on = stream.name
+            self.cuda.log.append(f"{self.name}.record({stream.name})")
+
+        def synchronize(self):
+            self.cuda.log.append(f"host.sync({self.name})")
+
+    def current_stream(self):
+        return self.current
+
+    def stream(self, stream):
+        cuda = self
+
+        class Ctx:
+            def __enter__(self):
+                cuda.previous, cuda.current = cuda.current, stream
+
+            def __exit__(self, *exc):
+                cuda.current = cuda.previous
+
+        return Ctx()
+
+
+def _fake_cuda_lane():
+    from minedraft.worker.lanes import CudaStreamLane
+
+    cuda = FakeCuda()
+    cuda.Stream = lambda device=None, _c=cuda: FakeCuda.Stream(_c, "S", device)
+    cuda.Event = lambda blocking=False, _c=cuda: FakeCuda.Event(_c, blocking)
+    return cuda, CudaStreamLane(torch.device("cpu"), cuda=cuda)
+
+
+def test_cuda_lane_waits_for_the_capture_event_not_the_target():
+    cuda, lane = _fake_cuda_lane()
+    lane.captured()  # on M, right after the job's inputs were copied
+    ready = cuda.log[-1].split(".")[0]
+    cuda.log.append("M: target forward enqueued")
+
+    def job():
+        cuda.log.append(f"{cuda.current_stream().name}: draft kernels")
+        return ["a"], [[1, 2]]
+
+    lane.submit(job)
+    done = [e for e in cuda.log if e.endswith(".record(S)")][0].split(".")[0]
+    assert cuda.log[cuda.log.index("M: target forward enqueued") + 1:] == [
+        f"S.wait({ready})", "S: draft kernels", f"{done}.record(S)"]
+    assert "S.wait_stream(M)" not in cuda.log  # the target's forward must not serialise the lane
+    assert lane.wait() == (["a"], [[1, 2]])
+    assert cuda.log[-2:] == [f"host.sync({done})", f"M.wait({done})"]
+
+
+def test_cuda_lane_keeps_the_job_alive_until_the_join():
+    import gc
+    import weakref
+
+    cuda, lane = _fake_cuda_lane()
+
+    class Job:  # its copied inputs were allocated on M: freed before the join, M could reuse them
+        def __call__(self):
+            return ["a"], [[3]]
+
+    job = Job()
+    alive = weakref.ref(job)
+    lane.captured()
+    lane.submit(job)
+    del job
+    gc.collect()
+    assert alive() is not None
+    lane.wait()
+    gc.collect()
+    assert alive() is None
+
+
+def test_cuda_lane_without_capture_event_waits_for_main_so_far_and_reraises():
+    cuda, lane = _fake_cuda_lane()
+
+    def failing():
+        raise ValueError("drafter failed")
+
+    lane.submit(failing)
+    assert cuda.log[0].endswith(".record(M)") and cuda.log[1].startswith("S.wait(")
+    with pytest.raises(ValueError, match="drafter failed"):
+        lane.wait()
+    assert not lane.busy

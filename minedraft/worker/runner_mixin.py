@@ -1,4 +1,4 @@
-"""MineDraft's CPU model runner: verify on the main lane, draft on the draft lane.
+"""MineDraft's model-runner logic shared by the CPU and GPU runners: verify on the main lane, draft on the draft lane.
 
 In a parallel step (``scheduler_output.defer_drafts``) the runner does
 everything vLLM's runner does except the drafter's forward: the call to
@@ -19,24 +19,28 @@ The contract with the scheduler is typed: every step brings a
 must deliver). The runner checks that the job covers every one of them.
 The drafter is routed through one proxy, installed once on the drafter at
 start-up (``drafter.propose``), that captures or runs the call per step.
+
+The platform runners (``cpu_model_runner.py``, ``gpu_model_runner.py``) add
+only their lane and platform parts through three hooks: ``_make_draft_lane``,
+``_before_submit`` (the CPU kernel lock) and ``_on_captured`` (the CUDA
+lane's capture event); ``SUBMIT_BEFORE_TARGET`` says whether a step's job
+is submitted before the target's forward (a CPU thread must be running
+first) or after it is enqueued (a CUDA stream: the target's launch first).
 """
 
 from __future__ import annotations
 
 import time
 
-from vllm.config import CompilationMode
-from minedraft.log import get_logger
 from vllm.v1.outputs import DraftTokenIds
-from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft import envs
 from minedraft.core.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.drafter.proposer import RemoteDraftProposer
-from minedraft.monkeypatch import serialise_cpu_kernels
+from minedraft.log import get_logger
 from minedraft.settings import MineDraftSettings
 from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
-from minedraft.worker.lanes import Lane, RemoteLane, ThreadLane, make_lane
+from minedraft.worker.lanes import Lane, RemoteLane
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
@@ -50,7 +54,11 @@ class LanePlanError(RuntimeError):
     """The worker got a step the scheduler did not plan for MineDraft."""
 
 
-class MineDraftCPUModelRunner(CPUModelRunner):
+class MineDraftRunnerMixin:
+    """Mixed in before vLLM's runner class (``class R(MineDraftRunnerMixin, GPUModelRunner)``)."""
+
+    SUBMIT_BEFORE_TARGET = True
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.settings = MineDraftSettings.of(self.vllm_config)
@@ -58,7 +66,7 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         if not isinstance(self.remote_drafter, RemoteDraftProposer):
             self.remote_drafter = None
         self.draft_lane: Lane = (RemoteLane(on_shutdown=self.remote_drafter.shutdown) if self.remote_drafter
-                                 else make_lane(self._lane_kind(), self.device, self.settings.lane_threads))
+                                 else self._make_draft_lane())
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
@@ -67,18 +75,15 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         self._install_propose_proxy()
         logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
 
-    def _lane_kind(self) -> str:
-        kind = self.settings.lane
-        if kind != "overlap" or self.device.type != "cpu":
-            return kind
-        if self.compilation_config.mode != CompilationMode.NONE:
-            # A compiled graph calls the CPU kernels past the lock below.
-            logger.warning(
-                "MineDraft: the CPU overlap lane needs an eager model (--enforce-eager); "
-                "drafting serially instead."
-            )
-            return "serial"
-        return kind
+    # -------------------------------------------------------------- platform hooks
+    def _make_draft_lane(self) -> Lane:
+        raise NotImplementedError
+
+    def _before_submit(self, job_this_step: bool) -> None:
+        """Called at the start of every step, with no job on the lane."""
+
+    def _on_captured(self, job: DraftJob) -> None:
+        """Called right after a deferred ``propose`` was captured (its inputs copied)."""
 
     # -------------------------------------------------------------- step
     def execute_model(self, scheduler_output, intermediate_tensors=None):
@@ -89,9 +94,15 @@ class MineDraftCPUModelRunner(CPUModelRunner):
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
         if self.remote_drafter is not None:
-            self.remote_drafter.release(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
+            self.remote_drafter.release(
+                scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
+        if self.SUBMIT_BEFORE_TARGET:
+            self._submit_deferred_job(plan.draft_only_req_ids)
+            return super().execute_model(scheduler_output, intermediate_tensors)
+        self._collect_stale_job()
+        output = super().execute_model(scheduler_output, intermediate_tensors)
         self._submit_deferred_job(plan.draft_only_req_ids)
-        return super().execute_model(scheduler_output, intermediate_tensors)
+        return output
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if self.step_profiler is not None:
@@ -108,11 +119,14 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         return drafts
 
     # -------------------------------------------------------------- lane
-    def _submit_deferred_job(self, planned: list[str]) -> None:
+    def _collect_stale_job(self) -> None:
         # Drafts of a job whose step had no take_draft_token_ids (an empty
         # step) are stale: drop them. The drafter's KV cache was still updated.
         self._collect_lane()
         self._lane_drafts = None
+
+    def _submit_deferred_job(self, planned: list[str]) -> None:
+        self._collect_stale_job()
         job, self._captured_job = self._captured_job, None
         missing = set(planned) - set(job.req_ids if job is not None else ())
         if missing:
@@ -120,7 +134,7 @@ class MineDraftCPUModelRunner(CPUModelRunner):
                 f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
                 "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
             )
-        self._serialise_kernels(job is not None)
+        self._before_submit(job is not None)
         if job is None:
             return
         if isinstance(self.draft_lane, RemoteLane):  # the job runs in the drafter's process
@@ -129,12 +143,6 @@ class MineDraftCPUModelRunner(CPUModelRunner):
         job = _inject_fault(job, envs.fault_injection())
         run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
         self.draft_lane.submit(run)
-
-    def _serialise_kernels(self, job_this_step: bool) -> None:
-        """vLLM's CPU kernels need one lock while a draft job runs beside the target, and
-        only then: the lane has just been joined, so nothing runs on it now."""
-        if isinstance(self.draft_lane, ThreadLane):
-            serialise_cpu_kernels(job_this_step)
 
     def _collect_lane(self) -> None:
         """Join the lane; keep its drafts for ``take_draft_token_ids``."""
@@ -173,6 +181,7 @@ class MineDraftCPUModelRunner(CPUModelRunner):
             return real_propose(*args, **kwargs) if self.remote_drafter is None else job.run()[1]
         if self.remote_drafter is None:
             job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+            self._on_captured(job)
         self._captured_job = job
         num_reqs = self.input_batch.num_reqs
         if self.speculative_config.method in ("ngram", "custom_class"):

@@ -1,0 +1,166 @@
+"""Overlap physics on one GPU, torch only: verify group A on the main stream while a side stream
+runs k draft forwards for group B, through MineDraft's own CudaStreamLane.
+
+Models are decoder stacks of the published shapes (``minedraft.kit.shapes``: Llama-3.1-8B with a
+Llama-3.2-1B draft, Qwen3-32B with Qwen3-1.7B if memory allows), bf16, random weights: per layer
+the QKV, output and gated-MLP matmuls plus attention over a KV cache of ``--context`` tokens
+(``scaled_dot_product_attention``), then the LM head. Per batch B (each group has B requests) and
+k it measures, with CUDA events, medians over ``--iters``:
+
+* ``t_verify``: the target's forward over B x (k + 1) tokens, alone;
+* ``t_draft``: k draft forwards over B tokens each, alone;
+* ``t_serial``: one after the other on one stream (plain SD's step for 2B requests in two halves);
+* ``t_overlapped``: the verify on the main stream, the drafts on the lane's side stream.
+
+Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_draft)). Needs no
+vLLM (runs where torch has CUDA): ``python benchmarks/gpu_overlap.py`` writes
+``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``. Not run yet: no GPU was lent to
+this work when it was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from minedraft.kit.shapes import PAIRS, SHAPES  # noqa: E402
+from minedraft.worker.lanes import CudaStreamLane  # noqa: E402
+
+
+class Stack:
+    """A decoder stack of one published shape with random bf16 weights and a KV cache."""
+
+    def __init__(self, name: str, max_batch: int, context: int, device: torch.device):
+        c = SHAPES[name]
+        self.layers, h = c["num_hidden_layers"], c["hidden_size"]
+        self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
+        self.head_dim = c.get("head_dim") or h // self.heads
+        inter, vocab = c["intermediate_size"], c["vocab_size"]
+        w = lambda *shape: torch.randn(*shape, device=device, dtype=torch.bfloat16) * 0.02  # noqa: E731
+        qkv = (self.heads + 2 * self.kv_heads) * self.head_dim
+        self.weights = [(w(h, qkv), w(self.heads * self.head_dim, h), w(h, 2 * inter), w(inter, h))
+                        for _ in range(self.layers)]
+        self.lm_head = w(h, vocab)
+        self.kv = w(2, max_batch, self.kv_heads, context, self.head_dim)
+        self.hidden = h
+
+    def forward(self, batch: int, tokens: int) -> torch.Tensor:
+        x = torch.randn(batch * tokens, self.hidden, device=self.lm_head.device, dtype=torch.bfloat16)
+        for wqkv, wo, wup, wdown in self.weights:
+            q = (x @ wqkv)[:, : self.heads * self.head_dim].view(batch, tokens, self.heads, self.head_dim)
+            k, v = self.kv[0, :batch], self.kv[1, :batch]
+            a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, enable_gqa=self.heads != self.kv_heads)
+            x = x + a.transpose(1, 2).reshape(batch * tokens, -1) @ wo
+            gate, up = (x @ wup).chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ wdown
+        return (x @ self.lm_head).argmax(-1)
+
+
+def timed(fn, iters: int) -> float:
+    """Median wall time of ``fn`` in ms, between CUDA events on the current stream."""
+    times = []
+    for _ in range(iters + 2):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times[2:])
+
+
+def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device) -> dict:
+    lane = CudaStreamLane(device)
+
+    def verify():
+        target.forward(batch, k + 1)
+
+    def drafts():
+        for _ in range(k):
+            draft.forward(batch, 1)
+
+    def overlapped():
+        lane.captured()
+        lane.submit(lambda: (["b"], drafts()))
+        verify()
+        lane.wait()
+
+    t_verify, t_draft = timed(verify, iters), timed(drafts, iters)
+    t_serial = timed(lambda: (verify(), drafts()), iters)
+    t_overlapped = timed(overlapped, iters)
+    return {"batch": batch, "k": k, "t_verify_ms": round(t_verify, 3), "t_draft_ms": round(t_draft, 3),
+            "t_serial_ms": round(t_serial, 3), "t_overlapped_ms": round(t_overlapped, 3),
+            "gain": round(t_serial / t_overlapped, 3),
+            "ideal_gain": round((t_verify + t_draft) / max(t_verify, t_draft), 3)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
+    parser.add_argument("--context", type=int, default=512)
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("gpu_overlap: no CUDA device visible")
+    device, name = torch.device("cuda"), torch.cuda.get_device_name(0)
+    rows, skipped = [], {}
+    for pair in args.pairs:
+        try:
+            target, draft = (Stack(n, max(args.batches), args.context, device) for n in PAIRS[pair])
+        except torch.OutOfMemoryError as e:
+            skipped[pair] = f"out of memory building the stacks: {e}"
+            torch.cuda.empty_cache()
+            continue
+        with torch.inference_mode():
+            rows += [{"pair": pair, **measure(target, draft, b, k, args.iters, device)}
+                     for k in args.ks for b in args.batches]
+        del target, draft
+        torch.cuda.empty_cache()
+    out = HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
+            "torch": torch.__version__, "skipped": skipped}
+    (out / "gpu_overlap.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    plot(rows, out / "gpu_overlap.png", name)
+    for r in rows:
+        print(r)
+
+
+def plot(rows: list[dict], path: Path, device: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = sorted({r["pair"] for r in rows})
+    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(5 * max(1, len(pairs)), 3.6), squeeze=False)
+    for ax, pair in zip(axes[0], pairs):
+        for k in sorted({r["k"] for r in rows}):
+            series = [r for r in rows if r["pair"] == pair and r["k"] == k]
+            ax.plot([r["batch"] for r in series], [r["gain"] for r in series], "o-", label=f"k={k} measured")
+            ax.plot([r["batch"] for r in series], [r["ideal_gain"] for r in series], ":", label=f"k={k} ideal")
+        ax.axhline(1.0, color="k", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_title(pair, fontsize=8)
+        ax.set_xlabel("requests per group")
+        ax.set_ylabel("serial / overlapped step")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"Verify on the main stream, k drafts on the side stream, {device}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
