@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 # `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
 DEVICE ?= cpu
 
-.PHONY: setup demo test test-unit test-e2e soak test-upstream test-gpu bench bench-serving bench-steps bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak test-upstream test-gpu bench bench-serving bench-steps bench-auto-guard bench-dedicated bench-check bench-baseline kit clean
 
 setup: $(STAMP)
 
@@ -69,6 +69,14 @@ bench: setup
 # MineDraft (auto, parallel) and stock servers under load, short and long outputs: TTFT, TPOT, ITL, E2E, goodput (~10 min).
 bench-serving: setup
 	$(PY) benchmarks/serving.py --device $(DEVICE)
+
+# auto against stock SD with fresh engine pairs per repeat (benchmarks/results/cpu/auto_guard.*; ~46 min).
+bench-auto-guard: setup
+	$(PY) benchmarks/auto_guard.py --update-readme
+
+# The process drafter on core 1, the target on core 0 (benchmarks/results/cpu/dedicated*; ~30 min).
+bench-dedicated: setup
+	$(PY) benchmarks/dedicated.py --update-readme
 
 # Per-step lane timings and e2e ratios (benchmarks/results/cpu/step_overlap.*); slow (~12 min).
 bench-steps: setup

@@ -19,27 +19,13 @@ log file the client gives as stderr.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import sys
 import time
 
 from minedraft.drafter.history import Histories
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when its parent dies (Linux), even mid-forward."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass  # not Linux: end of input still stops the loop
-    if os.getppid() != parent_pid:  # the parent died before prctl
-        os._exit(1)
-
+from minedraft.launch.lifetime import die_with_parent
 
 class DraftEngine:
     """Histories plus the draft model's engine: one job at a time."""
