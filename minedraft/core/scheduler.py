@@ -83,8 +83,6 @@ class MineDraftScheduler(Scheduler):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if self.vllm_config.use_v2_model_runner:  # the front end forces V1; checked in this process too
-            raise RuntimeError("minedraft: MineDraft runs on vLLM's V1 model runner; unset VLLM_USE_V2_MODEL_RUNNER.")
         _engine_core_dies_with_front_end()
         # Request ids whose drafting was deferred in the last step: the draft
         # lane runs for them during the step being scheduled now.
