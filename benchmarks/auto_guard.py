@@ -143,12 +143,6 @@ def plot(rows: list[dict], path: Path, device_label: str) -> Path:
     return path
 
 
-def update_readme(text: str, path: Path = HERE / "README.md") -> None:
-    readme = path.read_text()
-    head, rest = readme.split(README_BEGIN, 1)
-    path.write_text(head + README_BEGIN + "\n" + text + README_END + rest.split(README_END, 1)[1])
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--instances", type=int, default=3, help="fresh engine pairs per (draft, k)")
@@ -197,7 +191,7 @@ def main(argv=None) -> None:
     table = markdown(result["rows"], result["meta"])
     print("\n" + table)
     if args.update_readme:
-        update_readme(table)
+        sweep.update_readme(table, begin=README_BEGIN, end=README_END)
 
 
 if __name__ == "__main__":

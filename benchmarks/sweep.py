@@ -586,13 +586,13 @@ def describe(row: dict) -> str:
     return f"{row['draft']}, k={row['k']}, N={row['batch_size']}"
 
 
-def update_readme(text: str, path: Path = README) -> None:
-    """Replace what lies between the sweep markers (appending them if absent)."""
+def update_readme(text: str, path: Path = README, begin: str = README_BEGIN, end: str = README_END) -> None:
+    """Replace what lies between the markers (the sweep's by default; appending them if absent)."""
     readme = path.read_text()
-    block = f"{README_BEGIN}\n{text}{README_END}"
-    if README_BEGIN in readme and README_END in readme:
-        head, rest = readme.split(README_BEGIN, 1)
-        readme = head + block + rest.split(README_END, 1)[1]
+    block = f"{begin}\n{text}{end}"
+    if begin in readme and end in readme:
+        head, rest = readme.split(begin, 1)
+        readme = head + block + rest.split(end, 1)[1]
     else:
         readme = readme.rstrip() + "\n\n" + block + "\n"
     path.write_text(readme)
