@@ -1,10 +1,12 @@
-"""The model kit: a tiny target and two drafts, built offline on first use.
+"""The model kit: a tiny target, two drafts and an EAGLE-3 head, built offline on first use.
 
->>> kit = build_kit()          # ~1-2 min the first time, milliseconds after
->>> kit.target, kit.draft_perturbed, kit.draft_small, kit.tokenizer
+>>> kit = build_kit()          # a few minutes the first time, milliseconds after
+>>> kit.target, kit.draft_perturbed, kit.draft_small, kit.eagle3, kit.tokenizer
 
-All three are float32 ``LlamaForCausalLM`` directories with a shared 2048-token
-BPE tokenizer, loadable by vLLM (``method="draft_model"``) and transformers.
+The target and drafts are float32 ``LlamaForCausalLM`` directories with a shared
+2048-token BPE tokenizer, loadable by vLLM (``method="draft_model"``) and
+transformers; ``eagle3`` is an EAGLE-3 checkpoint for the target
+(``method="eagle3"``, ``eagle3.py``).
 Importing this package does not import torch.
 """
 

@@ -17,7 +17,7 @@ from minedraft import envs
 from minedraft.kit import cache
 
 KIT_VERSION = 1
-MODELS = ("target", "draft_perturbed", "draft_small")
+MODELS = ("target", "draft_perturbed", "draft_small", "eagle3")
 
 # Held-out prompts for the agreement recorded in each draft's marker.
 AGREEMENT_PROMPTS = {"n": 32, "n_tokens": 32, "seed": 7}
@@ -32,6 +32,7 @@ class Kit:
     target: str
     draft_perturbed: str
     draft_small: str
+    eagle3: str  # an EAGLE-3 head for the target: --speculative-config method "eagle3"
     tokenizer: str
 
     def marker(self, name: str) -> dict:
@@ -130,21 +131,48 @@ def _build_small(kit: Kit, out: str) -> dict:
     return {"agreement": _agreement(kit, target, draft)}
 
 
+def _build_eagle3(kit: Kit, out: str) -> dict:
+    from minedraft.kit.eagle3 import first_token_agreement, save_eagle3, train_eagle3
+    from minedraft.kit.models import distill_data, load_model, teacher_logprobs
+
+    target = load_model(kit.target)
+    seqs = distill_data(target, kit.target)
+    head = train_eagle3(target, seqs, teacher_logprobs(target, seqs))
+    save_eagle3(head, out, tokenizer_dir=kit.target)
+    return {"agreement": first_token_agreement(head, target, _agreement_sequences(kit, target))}
+
+
 _BUILDERS = {
     "target": _build_target,
     "draft_perturbed": _build_perturbed,
     "draft_small": _build_small,
+    "eagle3": _build_eagle3,
 }
 
 
 def _agreement(kit: Kit, target, draft) -> float:
     """Teacher-forced greedy agreement on held-out prompts, for the marker."""
     from minedraft.kit.agreement import model_agreement
+
+    return round(model_agreement(target, draft, _agreement_prompts(kit), AGREEMENT_TOKENS), 4)
+
+
+def _agreement_prompts(kit: Kit) -> list[list[int]]:
     from minedraft.kit.windows import token_windows
 
     p = AGREEMENT_PROMPTS
-    prompts = token_windows(p["n"], p["n_tokens"], p["seed"], kit.tokenizer)
-    return round(model_agreement(target, draft, prompts, AGREEMENT_TOKENS), 4)
+    return token_windows(p["n"], p["n_tokens"], p["seed"], kit.tokenizer)
+
+
+def _agreement_sequences(kit: Kit, target):
+    """Held-out prompts with the target's greedy continuation, as one tensor."""
+    import torch
+
+    from minedraft.kit.greedy import greedy_continue
+
+    prompts = _agreement_prompts(kit)
+    conts = greedy_continue(target, prompts, AGREEMENT_TOKENS)
+    return torch.tensor([p + c for p, c in zip(prompts, conts)])
 
 
 def _versions() -> dict[str, str]:

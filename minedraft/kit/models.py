@@ -90,9 +90,14 @@ def load_model(model_dir: str):
 
 def save_model(model, out_dir: str, tokenizer_dir: str) -> None:
     """Write what vLLM needs: config, safetensors, generation config, tokenizer."""
+    model.save_pretrained(out_dir, safe_serialization=True)
+    save_generation_config_and_tokenizer(out_dir, tokenizer_dir)
+
+
+def save_generation_config_and_tokenizer(out_dir: str, tokenizer_dir: str) -> None:
+    """The files every kit model directory holds besides its config and weights."""
     from transformers import GenerationConfig
 
-    model.save_pretrained(out_dir, safe_serialization=True)
     gen = GenerationConfig(bos_token_id=0, eos_token_id=1, pad_token_id=2)
     gen.save_pretrained(out_dir)
     if os.path.abspath(tokenizer_dir) != os.path.abspath(out_dir):
