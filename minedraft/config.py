@@ -13,11 +13,14 @@ if TYPE_CHECKING:
 
 from minedraft.drafter.frontend import PROPOSER_QUALNAME
 from minedraft.errors import MineDraftConfigError
+from minedraft.log import get_logger
 from minedraft.settings import MineDraftSettings
 
 __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_vllm_config"]
 
-SUPPORTED_METHODS = ("draft_model", "ngram")
+logger = get_logger(__name__)
+
+SUPPORTED_METHODS = ("draft_model", "eagle", "eagle3", "ngram")
 MAX_SPEC_TOKENS = 16
 
 
@@ -38,7 +41,7 @@ def validate_engine_args(engine_args: Any) -> MineDraftSettings:
         raise MineDraftConfigError(
             "--scheduler-cls minedraft needs speculative decoding: pass "
             "--speculative-config '{\"method\": \"draft_model\", \"model\": DRAFT, "
-            "\"num_speculative_tokens\": K}' (or method \"ngram\")."
+            "\"num_speculative_tokens\": K}' (or method \"eagle3\", \"eagle\" or \"ngram\")."
         )
     method = _get(spec, "method")
     if method is not None and method not in SUPPORTED_METHODS:
@@ -50,6 +53,7 @@ def validate_engine_args(engine_args: Any) -> MineDraftSettings:
     if k is not None:
         _check_num_spec_tokens(k)
     _check_draft_sampling(_get(spec, "draft_sample_method", "greedy"))
+    _check_drafting_path(_get(spec, "parallel_drafting"), _get(spec, "disable_padded_drafter_batch"))
     if (engine_args.pipeline_parallel_size or 1) > 1:
         raise MineDraftConfigError(
             "pipeline parallelism (pipeline_parallel_size > 1) is not supported; "
@@ -79,6 +83,7 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         )
     _check_num_spec_tokens(spec.num_speculative_tokens)
     _check_draft_sampling(spec.draft_sample_method)
+    _check_drafting_path(spec.parallel_drafting, spec.disable_padded_drafter_batch)
     if spec.num_speculative_tokens_per_batch_size:
         raise MineDraftConfigError(
             "dynamic num_speculative_tokens_per_batch_size is not supported; "
@@ -94,6 +99,17 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         )
     if vllm_config.device_config.device_type == "cuda":
         _check_gpu_config(vllm_config)
+        _keep_gpu_drafter_eager(vllm_config)
+
+
+def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
+    """vLLM captures the drafter's CUDA graphs into the target's graph pool, which assumes
+    graphs replay one at a time; on the side stream they replay during the target's. Until
+    the drafter has a pool of its own, it runs eager (../shared/docs/gpu-path.md §3.5)."""
+    spec = vllm_config.speculative_config
+    if spec.method in ("draft_model", "eagle", "eagle3") and not spec.enforce_eager:
+        logger.info("MineDraft: the in-process drafter runs eager on GPU (speculative enforce_eager=True).")
+        spec.enforce_eager = True
 
 
 def _check_gpu_config(vllm_config: VllmConfig) -> None:
@@ -122,6 +138,18 @@ def _check_num_spec_tokens(k: Any) -> None:
         raise MineDraftConfigError(
             f"num_speculative_tokens must be an integer in 1..{MAX_SPEC_TOKENS}, got {k!r}."
         )
+
+
+def _check_drafting_path(parallel_drafting: Any, disable_padded_drafter_batch: Any) -> None:
+    """The deferred propose call is the padded-batch, one-draft-per-step path of vLLM's
+    EAGLE/draft-model proposer; the two variants below take other inputs from the runner."""
+    if parallel_drafting:
+        raise MineDraftConfigError(
+            "parallel_drafting (P-EAGLE) is not supported with MineDraft; drop it from --speculative-config.")
+    if disable_padded_drafter_batch:
+        raise MineDraftConfigError(
+            "disable_padded_drafter_batch is not supported with MineDraft (its drafter reads the runner's "
+            "host-side sampled tokens); drop it from --speculative-config.")
 
 
 def _check_draft_sampling(method: Any) -> None:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from minedraft import registry, selection
-from minedraft.config import _check_gpu_config
+from minedraft.config import _check_gpu_config, _keep_gpu_drafter_eager
 from minedraft.errors import MineDraftConfigError
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
@@ -67,6 +67,15 @@ def test_what_the_gpu_lane_does_not_cover_is_refused_in_one_line(change, message
     with pytest.raises(MineDraftConfigError, match=message) as err:
         _check_gpu_config(_gpu_config(**change))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("method", "eager_after"), [
+    ("draft_model", True), ("eagle", True), ("eagle3", True), ("ngram", False)])
+def test_the_in_process_drafter_runs_eager_on_gpu(method, eager_after):
+    """Its CUDA graphs would share the target's graph pool while both lanes replay."""
+    config = SimpleNamespace(speculative_config=SimpleNamespace(method=method, enforce_eager=None))
+    _keep_gpu_drafter_eager(config)
+    assert bool(config.speculative_config.enforce_eager) is eager_after
 
 
 def test_runners_share_the_mixin_and_differ_in_submission_order():
