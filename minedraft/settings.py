@@ -34,6 +34,7 @@ ENV = {
     "drafter": "MINEDRAFT_DRAFTER",
     "drafter_device": "MINEDRAFT_DRAFTER_DEVICE",
     "drafter_timeout_s": "MINEDRAFT_DRAFTER_TIMEOUT_S",
+    "capture_max_mib": "MINEDRAFT_CAPTURE_MAX_MIB",
 }
 DRAFTERS = ("in-process", "process")
 
@@ -63,6 +64,11 @@ class MineDraftSettings:
     # How long the target waits for a process drafter's drafts before it
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
+    # The most a deferred draft call may copy (its inputs, EAGLE's target hidden
+    # states included: T x H x dtype bytes, 3x that for EAGLE-3, T = the step's
+    # scheduled tokens). A larger step (a long prefill chunk) drafts inline
+    # instead: exact either way, it only loses that step's overlap. 0: never defer.
+    capture_max_mib: float = 64.0
 
     def __post_init__(self) -> None:
         for name in ENV:
@@ -125,15 +131,18 @@ def _check(name: str, value: Any, source: str) -> Any:
     if name == "drafter_timeout_s" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                         or not value > 0):
         raise MineDraftConfigError(f"{source}={value!r}: drafter_timeout_s must be a positive number of seconds.")
+    if name == "capture_max_mib" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0):
+        raise MineDraftConfigError(f"{source}={value!r}: capture_max_mib must be a number of MiB >= 0.")
     return value
 
 
 def _from_env(name: str, raw: str) -> Any:
-    if name == "drafter_timeout_s":
+    if name in ("drafter_timeout_s", "capture_max_mib"):
         try:
             return float(raw)
         except ValueError:
-            raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not a number of seconds.") from None
+            raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not a number.") from None
     if name != "lane_threads":
         return raw
     try:

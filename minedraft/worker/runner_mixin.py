@@ -39,7 +39,7 @@ from minedraft.core.output import MineDraftDraftTokenIds, MineDraftSchedulerOutp
 from minedraft.drafter.proposer import RemoteDraftProposer
 from minedraft.log import get_logger
 from minedraft.settings import MineDraftSettings
-from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts
+from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts, snapshot_nbytes
 from minedraft.worker.lanes import Lane, RemoteLane
 from minedraft.worker.step_profile import StepProfiler
 
@@ -70,6 +70,7 @@ class MineDraftRunnerMixin:
         self._captured_job: DraftJob | None = None
         self._lane_drafts: DraftTokenIds | None = None
         self._defer_this_step = False
+        self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
         profile_path = self.settings.step_profile
         self.step_profiler = StepProfiler(profile_path) if profile_path else None
         self._install_propose_proxy()
@@ -180,13 +181,29 @@ class MineDraftRunnerMixin:
             self._collect_lane()  # the drafter's buffers belong to one call at a time
             return real_propose(*args, **kwargs) if self.remote_drafter is None else job.run()[1]
         if self.remote_drafter is None:
-            job = DraftJob.capture(self.input_batch.req_ids, real_propose, args, kwargs)
+            job = self._capture_or_draft_now(real_propose, args, kwargs)
             self._on_captured(job)
         self._captured_job = job
         num_reqs = self.input_batch.num_reqs
         if self.speculative_config.method in ("ngram", "custom_class"):
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
+
+
+    def _capture_or_draft_now(self, real_propose, args: tuple, kwargs: dict) -> DraftJob:
+        """The deferred call with its inputs copied, or, when the copy would exceed
+        ``capture_max_mib`` (EAGLE's hidden states of a long prefill chunk), its drafts
+        made now, after the lane's job: the next step's job only hands them over."""
+        req_ids = self.input_batch.req_ids
+        nbytes = snapshot_nbytes((args, kwargs))
+        if nbytes <= self.settings.capture_max_mib * 2**20:
+            return DraftJob.capture(req_ids, real_propose, args, kwargs)
+        if not self.inline_drafts:
+            logger.info("MineDraft: a deferred draft call would copy %.1f MiB (capture_max_mib=%s); "
+                        "steps like it draft inline.", nbytes / 2**20, self.settings.capture_max_mib)
+        self.inline_drafts += 1
+        self._collect_lane()  # the drafter's buffers belong to one call at a time
+        return DraftJob.completed(req_ids, real_propose(*args, **kwargs))
 
 
 def _lane_plan(scheduler_output) -> MineDraftSchedulerOutput:
