@@ -29,9 +29,10 @@ def workload(seed: int, num_requests: int, vocab: int):
     return requests
 
 
-def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None) -> dict:
+def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None,
+                          method: str = "draft_model") -> dict:
     """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption."""
-    return engine_kwargs(mode, target, Speculation(draft, k), minedraft=minedraft, max_model_len=1024,
+    return engine_kwargs(mode, target, Speculation(draft, k, method), minedraft=minedraft, max_model_len=1024,
                          enable_chunked_prefill=True, max_num_batched_tokens=128, enable_prefix_caching=True,
                          num_gpu_blocks_override=48)
 
@@ -39,7 +40,8 @@ def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft:
 def make_handler(spec: dict):
     from vllm import LLM, SamplingParams
 
-    llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft")))
+    llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
+                                      spec.get("method", "draft_model")))
     reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
 
@@ -73,12 +75,13 @@ def engine_counters(llm) -> dict[str, float]:
 
 def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
              env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None,
-             log_dir=None) -> dict:
+             log_dir=None, method: str = "draft_model") -> dict:
     """Run one mode (:data:`minedraft.modes.BENCH_MODES`) in a fresh engine; ``passes`` > 1
     repeats the workload in the same engine (warm runs, under ``"warm"``). The engine's log
-    is ``<log_dir>/<mode>.log`` (a new temporary directory by default)."""
+    is ``<log_dir>/<mode>.log`` (a new temporary directory by default). ``draft`` is the
+    speculative config's model for ``method`` (``draft_model``, ``eagle3``, ...)."""
     spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
-            "seed": seed, "minedraft": minedraft}
+            "seed": seed, "minedraft": minedraft, "method": method}
     return run_once(["-m", "minedraft.sidebyside"], spec, {"cmd": "run", "passes": passes}, env=env,
                     timeout_s=timeout, log_dir=log_dir)
 

@@ -52,11 +52,13 @@ class Server(launch_server.Server):
 
 @contextmanager
 def served(name: str, kit, chat_template: Path, log_dir: Path, minedraft: bool,
-           extra_args: tuple[str, ...] = (), settings: dict | None = None) -> Iterator[Server]:
-    """The kit's target alone, or MineDraft pinned to parallel mode (k = 3, the perturbed draft;
-    ``settings``: more MineDraft settings, e.g. the process drafter)."""
+           extra_args: tuple[str, ...] = (), settings: dict | None = None,
+           speculation: Speculation | None = None) -> Iterator[Server]:
+    """The kit's target alone, or MineDraft pinned to parallel mode (k = 3, the perturbed draft unless
+    ``speculation`` says otherwise; ``settings``: more MineDraft settings, e.g. the process drafter)."""
     mode = "minedraft_parallel" if minedraft else "no_sd"
-    engine = engine_kwargs(mode, str(kit.target), Speculation(str(kit.draft_perturbed), K) if minedraft else None,
+    speculation = speculation or Speculation(str(kit.draft_perturbed), K)
+    engine = engine_kwargs(mode, str(kit.target), speculation if minedraft else None,
                            max_model_len=1024, minedraft=settings)
     env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1"}
     args = ("--served-model-name", MODEL_NAME, "--chat-template", str(chat_template), *extra_args)

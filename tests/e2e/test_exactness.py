@@ -4,7 +4,9 @@
 a 128-token budget, prefix caching with shared prefixes, and a 48-block KV
 cache (block size 32) small enough to force preemptions. MineDraft runs with
 its in-process drafter and with its process drafter (the draft model as its
-own engine, on core 1).
+own engine, on core 1), and with the kit's EAGLE-3 head (``method: eagle3``):
+its deferred jobs carry the target's auxiliary hidden states, and with a small
+``capture_max_mib`` the steps holding a prefill chunk draft inline instead.
 """
 
 from __future__ import annotations
@@ -16,10 +18,18 @@ from minedraft.sidebyside import run_mode
 
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
+# EAGLE-3 on the kit's target copies 3 x 256 float32 = 3 KiB of hidden states per scheduled token: a
+# step with a 128-token prefill chunk needs more than 0.25 MiB, a step of decodes alone mostly less.
+EAGLE3_CAPPED = {"capture_max_mib": 0.25}
+INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 
 
 def run_engine(mode: str, kit, minedraft: dict | None = None) -> dict:
     return run_mode(mode, str(kit.target), str(kit.draft_perturbed), minedraft=minedraft)
+
+
+def run_eagle3(mode: str, kit, minedraft: dict | None = None, log_dir=None) -> dict:
+    return run_mode(mode, str(kit.target), str(kit.eagle3), method="eagle3", minedraft=minedraft, log_dir=log_dir)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +57,29 @@ def minedraft_process(kit):
     return run_engine("minedraft_parallel", kit, PROCESS_DRAFTER)
 
 
-MINEDRAFT_RUNS = ["minedraft", "minedraft_process"]
+@pytest.fixture(scope="module")
+def stock_eagle3(kit):
+    return run_eagle3("stock_sd", kit)
 
 
-def test_stock_sd_matches_target(target_alone, stock_sd):
-    assert stock_sd["tokens"] == target_alone["tokens"]
+@pytest.fixture(scope="module")
+def minedraft_eagle3(kit):
+    return run_eagle3("minedraft_parallel", kit)
+
+
+@pytest.fixture(scope="module")
+def minedraft_eagle3_capped(kit, tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("eagle3_capped")
+    result = run_eagle3("minedraft_parallel", kit, EAGLE3_CAPPED, log_dir=log_dir)
+    return {**result, "log": (log_dir / "minedraft_parallel.log").read_text()}
+
+
+MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped"]
+
+
+@pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3"])
+def test_stock_sd_matches_target(target_alone, run, request):
+    assert request.getfixturevalue(run)["tokens"] == target_alone["tokens"]
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
@@ -59,6 +87,25 @@ def test_minedraft_matches_target_and_stock_sd(target_alone, stock_sd, run, requ
     minedraft = request.getfixturevalue(run)
     assert minedraft["tokens"] == target_alone["tokens"]
     assert minedraft["tokens"] == stock_sd["tokens"]
+
+
+def _acceptance_length(m: dict) -> float:
+    return 1 + m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_drafts"]
+
+
+def test_the_kit_eagle3_head_is_really_trained(stock_eagle3):
+    """Stock vLLM with the kit's head: a mean acceptance length of 1.5 or more at k = 3."""
+    assert _acceptance_length(stock_eagle3["metrics"]) >= 1.5, stock_eagle3["metrics"]
+
+
+def test_deferred_eagle3_accepts_like_stock_eagle3(stock_eagle3, minedraft_eagle3):
+    """The deferred call is the call stock SD makes, one step later, with the same hidden states."""
+    assert abs(_acceptance_length(minedraft_eagle3["metrics"]) - _acceptance_length(stock_eagle3["metrics"])) < 0.1
+
+
+def test_capped_eagle3_drafts_long_steps_inline(minedraft_eagle3_capped):
+    lines = [line for line in minedraft_eagle3_capped["log"].splitlines() if INLINE_DRAFTS_LINE in line]
+    assert len(lines) == 1, lines
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)

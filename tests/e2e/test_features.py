@@ -5,7 +5,8 @@ method.
 Three modes see identical requests: the target alone, stock speculative
 decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``), the latter also with its process drafter
-(``minedraft_process*`` scenarios: the draft engine on core 1). Each engine runs in its own subprocess (this
+(``minedraft_process*`` scenarios: the draft engine on core 1) and with the kit's EAGLE-3 head
+(``minedraft_eagle3*``). Each engine runs in its own subprocess (this
 file run as a child, :mod:`minedraft.launch.child`, one engine per process, several workloads per engine),
 like :mod:`minedraft.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
@@ -128,8 +129,12 @@ def engine_kwargs(scenario: str) -> dict:
 
     kit = build_kit()
     mode = {"target": "no_sd", "stock_sd": "stock_sd"}.get(scenario, "minedraft_parallel")
-    speculation = (Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
-                   if scenario == "minedraft_ngram" else Speculation(str(kit.draft_perturbed), K))
+    if scenario == "minedraft_ngram":
+        speculation = Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
+    elif "eagle3" in scenario:
+        speculation = Speculation(str(kit.eagle3), K, "eagle3")
+    else:
+        speculation = Speculation(str(kit.draft_perturbed), K)
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
                        minedraft=PROCESS_DRAFTER if "process" in scenario else None,
                        enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
@@ -300,6 +305,11 @@ def minedraft_process_async(workdir):
 
 
 @pytest.fixture(scope="module")
+def minedraft_eagle3_async(workdir):
+    return run_child(workdir, {"mode": "minedraft_eagle3_async", "timeout": 600})
+
+
+@pytest.fixture(scope="module")
 def minedraft_ngram(workdir):
     return run_child(workdir, {"mode": "minedraft_ngram", "workloads": ["ngram"]})
 
@@ -464,7 +474,7 @@ def test_stock_sd_distribution_is_off_on_cpu(target, stock_sd):
 
 # 3. Aborts through the async engine ------------------------------------------
 
-@pytest.mark.parametrize("mode", ["minedraft_async", "minedraft_process_async"])
+@pytest.mark.parametrize("mode", ["minedraft_async", "minedraft_process_async", "minedraft_eagle3_async"])
 def test_aborts_async(target, mode, request):
     res = request.getfixturevalue(mode)
     assert not res["errors"], res["errors"]

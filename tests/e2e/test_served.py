@@ -34,6 +34,7 @@ import requests
 from openai import OpenAI
 
 from minedraft.kit import build_kit
+from minedraft.launch.engine_args import Speculation
 from served_engine import (  # the servers, shared with the soak test
     CHAT_TEMPLATE, LOG_TAIL_CHARS, MINEDRAFT_COUNTERS, MINEDRAFT_GAUGES, MODEL_NAME,
     REQUEST_TIMEOUT_S, Server, served,
@@ -290,6 +291,26 @@ def test_process_drafter_serves_exactly(target_answers, process_drafter_run):
 
 def test_process_drafter_goes_with_a_terminated_front_end(process_drafter_run):
     assert not process_drafter_run["drafter_alive"]
+
+
+# --------------------------------------------------------------------------- EAGLE-3
+
+
+@pytest.fixture(scope="module")
+def eagle3_run(target_answers, process_drafter_run, kit, chat_template, log_dir) -> dict:
+    """A server drafting with the kit's EAGLE-3 head (``method: eagle3``): answers and metrics."""
+    speculation = Speculation(str(kit.eagle3), 3, "eagle3")
+    with served("minedraft-eagle3", kit, chat_template, log_dir, minedraft=True, speculation=speculation) as server:
+        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
+        return {"completions": completions, "chats": chats, "metrics": server.metrics()}
+
+
+def test_eagle3_serves_exactly(target_answers, eagle3_run):
+    assert eagle3_run["completions"] == target_answers["completions"]
+    assert eagle3_run["chats"] == target_answers["chats"]
+    m = eagle3_run["metrics"]
+    assert m["minedraft:parallel_steps_total"] > 0 and m["minedraft:draft_only_requests_total"] > 0, m
+    assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0, m
 
 
 # --------------------------------------------------------------------------- the `vllm` console script
