@@ -54,10 +54,7 @@ import vllm_source
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = "minedraft_upstream_plugin"
-VLLM_SRC = Path(
-    os.environ.get("MINEDRAFT_VLLM_SRC")
-    or os.path.expanduser(f"~/.cache/minedraft/vllm-src-{vllm_source.VERSION}")
-)
+VLLM_SRC = vllm_source.cache_dir()
 UPSTREAM_TEST = "tests/v1/core/test_scheduler.py"
 VLLM_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
 CHILD_TIMEOUT_S = 600

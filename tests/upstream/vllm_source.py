@@ -3,13 +3,17 @@
 The installed wheels carry no ``tests/``; the sdist does. pip fetches it, so
 pip's own configuration (index, proxy, certificates) decides where from, and
 pip checks it against SHA256 before unpacking it (hash-checking mode). Only
-``tests/``, ``pyproject.toml`` and ``PKG-INFO`` are kept.
+what ``KEEP`` names is kept.
 
 ``pip download --no-binary :all:`` unpacks the sdist and then fails to build
 vLLM's metadata, deleting the tree; with ``--no-clean`` the unpacked tree stays
 under ``$TMPDIR/pip-download-*/vllm*/`` (see the project's CPU environment
 notes), which is all this needs. Should pip build the metadata after all, the
 sdist lands in the download directory instead, and is read from there.
+
+Kept: ``tests/`` (vLLM's scheduler tests), ``vllm/`` and ``csrc/`` (the sources
+``patches/`` applies to), ``pyproject.toml`` and ``PKG-INFO``. A cache that
+lacks any of them is fetched again.
 
     python tests/upstream/vllm_source.py DEST
 """
@@ -27,19 +31,25 @@ from pathlib import Path
 
 VERSION = "0.32.0"
 SHA256 = "d2c957d5eee3d0985012151315ddc62cbe0cd368fc96a5fc3510438d9dddf2ad"
-KEEP = ("tests/", "pyproject.toml", "PKG-INFO")
+KEEP = ("tests/", "vllm/", "csrc/", "pyproject.toml", "PKG-INFO")
 PIP_TIMEOUT_S = 1800
 
 
+def cache_dir() -> Path:
+    """Where the kept tree lives: ``$MINEDRAFT_VLLM_SRC`` or ``~/.cache/minedraft/vllm-src-VERSION``."""
+    return Path(os.environ.get("MINEDRAFT_VLLM_SRC") or os.path.expanduser(f"~/.cache/minedraft/vllm-src-{VERSION}"))
+
+
 def fetch(dest: Path) -> Path:
-    """``dest`` holding vLLM's sdist tests (fetched only if missing)."""
-    if (dest / "PKG-INFO").is_file():
+    """``dest`` holding what ``KEEP`` names of vLLM's sdist (fetched only if missing)."""
+    if all((dest / name.rstrip("/")).exists() for name in KEEP):
         return dest
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="vllm-sdist-") as scratch:
         tree = _download_with_pip(Path(scratch))
         _copy_kept(tree, partial)
+    shutil.rmtree(dest, ignore_errors=True)  # an older cache that kept less
     partial.rename(dest)
     return dest
 

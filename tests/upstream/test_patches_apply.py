@@ -1,0 +1,204 @@
+"""Every diff in ``patches/`` applies to vLLM 0.32.0's source and adds what it says.
+
+The source is the vLLM 0.32.0 sdist (``vllm_source.py``, fetched once into
+``~/.cache/minedraft`` or ``$MINEDRAFT_VLLM_SRC``). Each diff is applied with ``git apply`` (exact
+context, no fuzz) to a copy of the files it touches, alone and then all of
+them in order. Where the patched file can run here, its behaviour is tested
+against the patched source itself, loaded as a module beside the installed
+vLLM (whose other modules it imports); for the same behaviour the unpatched
+file is loaded too where the difference is observable:
+
+* 0001: ``SchedulerConfig.get_scheduler_cls`` resolves ``"minedraft"`` through
+  the ``vllm.scheduler_plugins`` entry point MineDraft's ``pyproject.toml``
+  declares, and names the registered schedulers for an unknown one;
+* 0002: two threads each hold their own forward context;
+* 0003: ``SchedulerStats.extra`` exists, empty by default;
+* 0004: ``CPUWorker.init_device`` builds its runner through ``_make_model_runner``
+  (checked in the patched source: building a real worker needs a whole engine);
+* 0006: the CPU expand fallback fills float32 and int32 outputs (the unpatched
+  one leaves them as they were);
+* 0007: ``SchedulerOutput`` carries the lane plan, the two fields of
+  ``MineDraftSchedulerOutput`` with its defaults.
+
+0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
+this machine), so it is only applied; its behaviour is tested through the
+monkeypatch that mirrors it (``tests/unit/test_patches.py``,
+``test_patch_cpu_kernel_lock_*``), as 0001-0004 and 0006 also are (0007
+replaces a subclass, not a monkeypatch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import py_compile
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import vllm_source
+
+ROOT = Path(__file__).resolve().parents[2]
+PATCHES = sorted((ROOT / "patches").glob("*.patch"))
+TOUCHED = re.compile(r"^\+\+\+ b/(\S+)", re.MULTILINE)
+
+
+def touched_files(patch: Path) -> list[str]:
+    return TOUCHED.findall(patch.read_text())
+
+
+def copy_touched(source: Path, dest: Path, patches: list[Path]) -> None:
+    for patch in patches:
+        for rel in touched_files(patch):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / rel, dest / rel)
+
+
+def git_apply(tree: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess:
+    # --unsafe-paths is not needed: every path is relative to the tree.
+    return subprocess.run(["git", "apply", "--verbose", *flags, str(patch)], cwd=tree, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def source() -> Path:
+    import vllm
+
+    tree = vllm_source.fetch(vllm_source.cache_dir())
+    assert vllm.__version__.startswith(vllm_source.VERSION)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def patched(source, tmp_path_factory) -> Path:
+    """Every patch applied in order to a copy of the files they touch."""
+    tree = tmp_path_factory.mktemp("patched")
+    copy_touched(source, tree, PATCHES)
+    for patch in PATCHES:
+        proc = git_apply(tree, patch)
+        assert proc.returncode == 0, f"{patch.name}:\n{proc.stderr}"
+    return tree
+
+
+def load(tree: Path, rel: str, name: str) -> ModuleType:
+    """``tree/rel`` as module ``name``, importing the installed vLLM for everything else."""
+    spec = importlib.util.spec_from_file_location(name, tree / rel)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pydantic resolves the dataclasses' annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------ applying
+
+
+def test_every_patch_is_found():
+    assert [p.name[:4] for p in PATCHES] == [f"{i:04d}" for i in range(1, len(PATCHES) + 1)]
+    assert all(touched_files(p) for p in PATCHES)
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.name[:4])
+def test_patch_applies_cleanly_to_the_sdist(source, patch, tmp_path):
+    copy_touched(source, tmp_path, [patch])
+    check = git_apply(tmp_path, patch, "--check")
+    assert check.returncode == 0, check.stderr
+    proc = git_apply(tmp_path, patch)
+    assert proc.returncode == 0, proc.stderr
+    for rel in touched_files(patch):
+        assert (tmp_path / rel).read_bytes() != (source / rel).read_bytes(), f"{rel} unchanged"
+        if rel.endswith(".py"):
+            py_compile.compile(str(tmp_path / rel), doraise=True)
+    assert git_apply(tmp_path, patch, "--check").returncode != 0, "applies twice: the diff changes nothing"
+
+
+# ------------------------------------------------------------------ behaviour of the patched source
+
+
+def test_0001_short_names_resolve_through_the_entry_point_group(patched):
+    from minedraft.core.scheduler import MineDraftScheduler
+
+    scheduler = load(patched, "vllm/config/scheduler.py", "patched_vllm_config_scheduler")
+    config = scheduler.SchedulerConfig(scheduler_cls="minedraft", max_model_len=512, is_encoder_decoder=False)
+    assert config.get_scheduler_cls() is MineDraftScheduler
+    unknown = scheduler.SchedulerConfig(scheduler_cls="nosuch", max_model_len=512, is_encoder_decoder=False)
+    with pytest.raises(ValueError, match=r"Unknown scheduler 'nosuch'; registered: \[.*'minedraft'.*\]"):
+        unknown.get_scheduler_cls()
+    qualname = scheduler.SchedulerConfig(scheduler_cls="minedraft.core.scheduler.MineDraftScheduler",
+                                         max_model_len=512, is_encoder_decoder=False)
+    assert qualname.get_scheduler_cls() is MineDraftScheduler  # dotted names: unchanged
+
+
+@pytest.mark.parametrize("tree", ["source", "patched"])
+def test_0002_each_thread_has_its_own_forward_context(tree, request):
+    module = load(request.getfixturevalue(tree), "vllm/forward_context.py", f"{tree}_vllm_forward_context")
+    main_context, lane_context = object(), object()
+    seen = {}
+
+    def lane():
+        seen["inherited"] = module.is_forward_context_available()
+        with module.override_forward_context(lane_context):
+            seen["own"] = module.get_forward_context()
+
+    with module.override_forward_context(main_context):
+        thread = threading.Thread(target=lane)
+        thread.start()
+        thread.join()
+        seen["main"] = module.get_forward_context()
+    if tree == "patched":
+        assert seen == {"inherited": False, "own": lane_context, "main": main_context}
+    else:  # one global: the lane sees the main thread's context
+        assert seen["inherited"] is True
+
+
+def test_0003_scheduler_stats_carry_an_extra_dict(patched):
+    stats = load(patched, "vllm/v1/metrics/stats.py", "patched_vllm_v1_metrics_stats")
+    assert stats.SchedulerStats().extra == {}
+    payload = {"minedraft": {"parallel_steps": 3.0}}
+    assert stats.SchedulerStats(extra=payload).extra == payload
+
+
+def test_0004_cpu_worker_builds_its_runner_through_a_hook(patched):
+    worker = load(patched, "vllm/v1/worker/cpu_worker.py", "patched_vllm_v1_worker_cpu_worker")
+    assert "self.model_runner: CPUModelRunner = self._make_model_runner()" in inspect.getsource(
+        worker.CPUWorker.init_device)
+    assert set(inspect.signature(worker.CPUWorker._make_model_runner).parameters) == {"self"}
+
+
+@pytest.mark.parametrize("tree", ["source", "patched"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_0006_cpu_expand_fills_float32_and_int32_outputs(tree, dtype, request):
+    module = load(request.getfixturevalue(tree), "vllm/utils/cpu_triton_utils.py", f"{tree}_vllm_cpu_triton_utils")
+    values = torch.tensor([6, -1, 13], dtype=dtype)
+    cu_num_tokens = torch.tensor([2, 5, 6], dtype=torch.int32)
+    output = torch.full((6,), 99, dtype=dtype)
+    module._expand_kernel_impl(output, values, cu_num_tokens, -1, 1)
+    if tree == "patched":
+        assert output.tolist() == [6, 6, 1, 1, 1, 13]
+    else:  # the int64 copy took the result
+        assert output.tolist() == [99] * 6
+
+
+def test_0007_scheduler_output_carries_the_lane_plan(patched):
+    """The two fields of MineDraftSchedulerOutput, with its defaults: the subclass could go."""
+    import dataclasses
+
+    from vllm.v1.core.sched.output import SchedulerOutput
+
+    from minedraft.core.output import MineDraftSchedulerOutput
+
+    output = load(patched, "vllm/v1/core/sched/output.py", "patched_vllm_v1_core_sched_output")
+    empty = output.SchedulerOutput.make_empty()
+    assert (empty.defer_drafts, empty.draft_only_req_ids) == (False, [])
+    added = {f.name for f in dataclasses.fields(output.SchedulerOutput)} - {
+        f.name for f in dataclasses.fields(SchedulerOutput)}
+    ours = {f.name for f in dataclasses.fields(MineDraftSchedulerOutput)} - {
+        f.name for f in dataclasses.fields(SchedulerOutput)}
+    assert added == ours == {"defer_drafts", "draft_only_req_ids"}
+    plain = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False)
+    assert (plain.defer_drafts, plain.draft_only_req_ids) == (empty.defer_drafts, empty.draft_only_req_ids)
