@@ -208,6 +208,7 @@ class Setup:
     interleave: bool  # all modes up at once, round-robin
     speculative_extra: dict[str, dict] = field(default_factory=dict)  # per draft
     meta: dict = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)  # draft name -> speculative method (default draft_model)
 
 
 # vLLM's usage-stats thread runs py-cpuinfo (a CPU-bound subprocess) right after each engine
@@ -232,7 +233,7 @@ def cpu_setup(args) -> Setup:
     from minedraft.kit import build_kit
 
     kit = build_kit()
-    drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small")}
+    drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small", "eagle3")}
     return Setup(
         device="cpu", device_label=cpu_label(), pairs=drafts,
         target_names=dict.fromkeys(drafts, "target"),
@@ -240,7 +241,8 @@ def cpu_setup(args) -> Setup:
         # Four engines up at once: 1 GiB of KV each (vLLM's CPU default sizes it from free memory).
         env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu",
              "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")},
-        interleave=True, meta={"models": "the kit's tiny Llama target and drafts (float32)",
+        interleave=True, methods={"eagle3": "eagle3"},
+        meta={"models": "the kit's tiny Llama target and drafts (float32); eagle3: the kit's EAGLE-3 head",
                                "draft_agreement": {n: kit.marker(n).get("agreement") for n in drafts}})
 
 
@@ -319,7 +321,7 @@ def speculation_of(setup: Setup, draft: str, path: str, k: int) -> Speculation:
     if alpha is not None:  # dummy weights never agree: acceptance is drawn instead
         extra = {"rejection_sample_method": "synthetic",
                  "synthetic_acceptance_rates": [alpha ** (i + 1) for i in range(k)]}
-    return Speculation(path, k, extra=extra)
+    return Speculation(path, k, setup.methods.get(draft, "draft_model"), extra=extra)
 
 
 # ---------------------------------------------------------------- the sweep
@@ -713,7 +715,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--ks", type=int, nargs="+")
     parser.add_argument("--concurrency", type=int, nargs="+", help="stock SD batch sizes N (MineDraft also runs 2N)")
-    parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small)")
+    parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small eagle3)")
     parser.add_argument("--repeats", type=int, help="repeats of short runs")
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, nargs="+", help=f"output lengths (> {LONG_OUTPUT}: long runs)")
@@ -726,6 +728,9 @@ def parse_args(argv=None):
     parser.add_argument("--quick", action="store_true", help="smoke run: k 1 3, N 1 8, one draft, 1 repeat, "
                                                              "written under a temporary directory")
     parser.add_argument("--out-dir", help="default benchmarks/results/<device>")
+    parser.add_argument("--merge", action="store_true",
+                        help="add this run's drafts to --out-dir's summary (replacing their rows) instead of "
+                             "writing a new one")
     parser.add_argument("--log-dir", help="worker logs (default: a new temporary directory)")
     parser.add_argument("--replot", action="store_true", help="no runs: plots and table from --out-dir's summary")
     parser.add_argument("--markdown", action="store_true", help="print the ratio table")
@@ -757,11 +762,29 @@ def main(argv=None) -> None:
     out_dir = Path(args.out_dir or (Path(tempfile.gettempdir()) / "minedraft-sweep-quick" / setup.device
                                     if args.quick else HERE / "results" / setup.device))
     rows, meta = sweep(setup, args)
+    if args.merge:
+        rows, meta = merge_summary(out_dir, rows, meta, args.drafts)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out_dir / "summary_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"\nwrote {out_dir / 'summary.json'} ({len(rows)} rows) and summary_meta.json")
     report(rows, meta, out_dir, args)
+
+
+def merge_summary(out_dir: Path, rows: list[dict], meta: dict, drafts: list[str]) -> tuple[list[dict], dict]:
+    """This run's rows of ``drafts`` added to the summary in ``out_dir``, replacing its rows of
+    those drafts. The summary's own target-alone (``no_sd``) rows are kept and this run's dropped,
+    so each configuration keeps one; ``meta["merged"]`` records what came from which run."""
+    old_rows = json.loads((out_dir / "summary.json").read_text())
+    old_meta = json.loads((out_dir / "summary_meta.json").read_text())
+    kept = [r for r in old_rows if r.get("draft") not in drafts]
+    added = [r for r in rows if r["mode"] != "no_sd"]
+    merged_meta = {**old_meta, "drafts": [*[d for d in old_meta["drafts"] if d not in drafts], *drafts],
+                   "draft_agreement": {**old_meta.get("draft_agreement", {}), **meta.get("draft_agreement", {})},
+                   "merged": [*old_meta.get("merged", []),
+                              {"drafts": drafts, "date": meta["date"], "rows": len(added),
+                               "note": "no_sd rows of this run dropped: the summary keeps its first run's"}]}
+    return kept + added, merged_meta
 
 
 def select_drafts(args, setup: Setup) -> list[str]:

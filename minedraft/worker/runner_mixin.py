@@ -12,6 +12,9 @@ catches up on every accepted token before it drafts.
 
 In a fallback step ``propose`` runs inline as in vLLM, after any job still on
 the lane has finished (the drafter's buffers belong to one call at a time).
+So does a deferred call whose copy would exceed ``capture_max_mib`` (EAGLE's
+hidden states of a long prefill chunk): its drafts are made at capture and
+the next step's job only hands them over.
 
 The contract with the scheduler is typed: every step brings a
 ``MineDraftSchedulerOutput`` (``defer_drafts``: capture this step's propose;
@@ -188,7 +191,6 @@ class MineDraftRunnerMixin:
         if self.speculative_config.method in ("ngram", "custom_class"):
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
-
 
     def _capture_or_draft_now(self, real_propose, args: tuple, kwargs: dict) -> DraftJob:
         """The deferred call with its inputs copied, or, when the copy would exceed

@@ -32,6 +32,8 @@ def test_defaults_then_environment_then_additional_config():
     ({CONFIG_KEY: {"lane_threads": -1}}, {}, "lane_threads must be a positive integer"),
     ({CONFIG_KEY: {"modes": "auto"}}, {}, "unknown setting(s) 'modes'"),
     ({CONFIG_KEY: "parallel"}, {}, "must be an object"),
+    ({}, {"MINEDRAFT_CAPTURE_MAX_MIB": "lots"}, "MINEDRAFT_CAPTURE_MAX_MIB='lots' is not a number."),
+    ({CONFIG_KEY: {"capture_max_mib": -1}}, {}, "capture_max_mib must be a number of MiB >= 0"),
 ])
 def test_bad_settings_are_one_line_naming_their_source(additional, env, message):
     with pytest.raises(MineDraftConfigError) as err:
@@ -80,3 +82,10 @@ def test_scheduler_follows_its_config(model_dir, monkeypatch):
     sched = make_scheduler(model_dir, MineDraftScheduler)
     assert sched.settings.mode == "stock" and sched.mode_policy.mode == "stock"
     assert sched.lane_placement == "cpu-threads"
+
+
+def test_capture_max_mib_from_env_and_config():
+    assert MineDraftSettings.parse({}, environ={}).capture_max_mib == 64.0
+    assert MineDraftSettings.parse({}, environ={"MINEDRAFT_CAPTURE_MAX_MIB": "0.25"}).capture_max_mib == 0.25
+    assert MineDraftSettings.parse({CONFIG_KEY: {"capture_max_mib": 0}},
+                                   environ={"MINEDRAFT_CAPTURE_MAX_MIB": "8"}).capture_max_mib == 0
