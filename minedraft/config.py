@@ -20,7 +20,8 @@ __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_vllm_config
 
 logger = get_logger(__name__)
 
-SUPPORTED_METHODS = ("draft_model", "eagle", "eagle3", "ngram")
+MODEL_METHODS = ("draft_model", "eagle", "eagle3")  # the drafter is a model in the target's worker
+SUPPORTED_METHODS = (*MODEL_METHODS, "ngram")
 MAX_SPEC_TOKENS = 16
 
 
@@ -107,7 +108,7 @@ def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
     graphs replay one at a time; on the side stream they replay during the target's. Until
     the drafter has a pool of its own, it runs eager (../shared/docs/gpu-path.md §3.5)."""
     spec = vllm_config.speculative_config
-    if spec.method in ("draft_model", "eagle", "eagle3") and not spec.enforce_eager:
+    if spec.method in MODEL_METHODS and not spec.enforce_eager:
         logger.info("MineDraft: the in-process drafter runs eager on GPU (speculative enforce_eager=True).")
         spec.enforce_eager = True
 
