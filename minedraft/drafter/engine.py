@@ -9,7 +9,9 @@ says ``{"ready": ...}``. Then, per JSON line on stdin::
     {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids]}
 
 it applies the histories (minedraft/drafter/history.py) and drafts k tokens
-greedily for each id of ``draft``, answering one line::
+greedily for each id of ``draft`` in that request's draft session
+(minedraft/drafter/sessions.py: its KV stays from job to job), answering one
+line::
 
     {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
 
@@ -25,18 +27,21 @@ import sys
 import time
 
 from minedraft.drafter.history import Histories
+from minedraft.drafter.sessions import DraftSessions
 from minedraft.launch.lifetime import die_with_parent
 
+SELF_CHECK_ENV = "MINEDRAFT_DRAFTER_SELF_CHECK"  # tests: also draft each request from scratch and compare
+
+
 class DraftEngine:
-    """Histories plus the draft model's engine: one job at a time."""
+    """Histories plus the draft model's engine and its sessions: one job at a time."""
 
     def __init__(self, llm, k: int) -> None:
-        from vllm import SamplingParams
-
         self.llm, self.k = llm, k
         self.histories = Histories()
+        self.self_check = os.environ.get(SELF_CHECK_ENV) == "1"
+        self.sessions = DraftSessions(llm, k, spare_slots=1 if self.self_check else 0)  # the check's requests
         self.max_model_len = llm.llm_engine.model_config.max_model_len
-        self.params = SamplingParams(temperature=0, max_tokens=k, ignore_eos=True, detokenize=False)
         self.faults = set((os.environ.get("MINEDRAFT_INJECT_FAULT") or "").split(","))
         self.jobs = 0
 
@@ -44,19 +49,28 @@ class DraftEngine:
         started = time.perf_counter()
         self.jobs += 1
         self._inject_fault()
-        resync = self.histories.apply(job.get("release", ()), job.get("updates", ()))
+        released = job.get("release", ())
+        resync = self.histories.apply(released, job.get("updates", ()))
+        self.sessions.release([*released, *resync])
         lost = set(resync)
-        ids = [r for r in job["draft"] if r not in lost and r in self.histories.tokens
+        ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
-        drafted = dict(zip(ids, self._draft([self.histories.tokens[r] for r in ids])))
-        return {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
-                "draft_s": round(time.perf_counter() - started, 6)}
+        drafted = self.sessions.draft({r: self.histories.tokens[r] for r in ids})
+        reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
+                 "draft_s": round(time.perf_counter() - started, 6)}
+        if self.self_check:
+            reply["self_check_mismatches"] = self._mismatches(drafted)
+        return reply
 
-    def _draft(self, histories: list[list[int]]) -> list[list[int]]:
-        if not histories:
-            return []
-        outputs = self.llm.generate([{"prompt_token_ids": h} for h in histories], self.params, use_tqdm=False)
-        return [list(o.outputs[0].token_ids) for o in outputs]
+    def _mismatches(self, drafted: dict[str, list[int]]) -> int:
+        """How many session drafts differ from drafting the same history as a new request."""
+        from vllm import SamplingParams
+
+        ids = list(drafted)
+        params = SamplingParams(temperature=0, max_tokens=self.k, ignore_eos=True, detokenize=False)
+        outputs = self.llm.generate([{"prompt_token_ids": self.histories.tokens[r]} for r in ids], params,
+                                    use_tqdm=False) if ids else []
+        return sum(drafted[r] != list(o.outputs[0].token_ids) for r, o in zip(ids, outputs))
 
     def _inject_fault(self) -> None:
         """Tests only (MINEDRAFT_INJECT_FAULT, comma-separated): ``drafter_stall`` sleeps
@@ -78,7 +92,8 @@ def main() -> None:
     from vllm import LLM
 
     engine = DraftEngine(LLM(**spec["engine"]), spec["k"])
-    engine._draft([[1, 2, 3]])  # first-call allocations
+    engine.sessions.draft({"warmup": [1, 2, 3]})  # first-call allocations
+    engine.sessions.release(["warmup"])
     reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - started, 2),
                             "max_model_len": engine.max_model_len}) + "\n")
     for line in sys.stdin:

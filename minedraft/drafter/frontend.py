@@ -22,6 +22,7 @@ logger = get_logger(__name__)
 
 DRAFT_ENGINE_KEY = "minedraft_draft_engine"  # additional_config key of the draft engine's arguments
 PROPOSER_QUALNAME = "minedraft.drafter.proposer.RemoteDraftProposer"
+DRAFT_SCHEDULER = "minedraft.drafter.session_scheduler.DraftSessionScheduler"  # not imported: it imports vLLM
 # Keys of the speculative config that describe the draft model: they go to the draft engine.
 DRAFT_MODEL_KEYS = ("model", "method", "revision", "code_revision", "quantization", "max_model_len",
                     "draft_tensor_parallel_size", "tensor_parallel_size", "enforce_eager", "kv_cache_dtype",
@@ -71,8 +72,11 @@ def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterD
         "block_size": engine_args.block_size,
         "max_num_seqs": engine_args.max_num_seqs,
         "tensor_parallel_size": device.tensor_parallel_size,
-        # Each job re-sends a request's history: the cache makes that a short prefill.
-        "enable_prefix_caching": True,
+        # Each request is a draft session whose KV stays between jobs and rolls back to the
+        # tokens the target accepted (sessions.py); rewritten KV must not sit in a prefix cache.
+        "enable_prefix_caching": False,
+        "scheduler_cls": DRAFT_SCHEDULER,
+        "async_scheduling": False,
         "skip_tokenizer_init": True,  # token ids in, token ids out
     }
     if device.kind == "cuda":

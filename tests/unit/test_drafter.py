@@ -7,11 +7,14 @@ import numpy as np
 import pytest
 from scheduler_harness import fake_model_dir
 from vllm.engine.arg_utils import EngineArgs
+from vllm.utils.import_utils import resolve_obj_by_qualname
 
 from minedraft.core.mode_prior import placement
 from minedraft.drafter.frontend import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
 from minedraft.drafter.history import Histories, SentHistories
 from minedraft.drafter.placement import DrafterDevice
+from minedraft.drafter.session_scheduler import DraftSessionScheduler
+from minedraft.drafter.sessions import _common_prefix
 from minedraft.drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
 from minedraft.errors import MineDraftConfigError
 from minedraft.settings import CONFIG_KEY, MineDraftSettings
@@ -104,7 +107,10 @@ def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_
     assert spec.draft_model_config is vllm_config.model_config
     engine = vllm_config.additional_config[DRAFT_ENGINE_KEY]
     assert engine["model"] == model_dir and engine["max_model_len"] == 256
-    assert engine["enable_prefix_caching"] and engine["skip_tokenizer_init"] and engine["dtype"] == "float32"
+    assert engine["skip_tokenizer_init"] and engine["dtype"] == "float32"
+    # Draft sessions roll their KV back: no prefix cache, and the scheduler that rolls back.
+    assert not engine["enable_prefix_caching"] and not engine["async_scheduling"]
+    assert resolve_obj_by_qualname(engine["scheduler_cls"]) is DraftSessionScheduler
     assert engine["tensor_parallel_size"] == 1
     assert MineDraftSettings.of(vllm_config).drafter == "process"
 
@@ -221,3 +227,11 @@ def test_remote_lane_surfaces_a_failing_job():
     with pytest.raises(RuntimeError, match="boom"):
         lane.wait()
     assert not lane.busy
+
+
+@pytest.mark.parametrize(("a", "b", "common"), [
+    ([], [1], 0), ([1, 2, 3], [1, 2, 3, 4], 3), ([1, 2, 3, 4], [1, 2], 2), ([1, 2, 3], [1, 9, 3], 1),
+    ([5] * 1000 + [1], [5] * 1000 + [2, 3], 1000), ([7, 1], [8, 1], 0),
+])
+def test_common_prefix_of_a_session_and_its_history(a, b, common):
+    assert _common_prefix(a, b) == common

@@ -1,0 +1,111 @@
+"""Draft sessions in the real draft engine process: drafts equal drafting each history from scratch.
+
+A scripted target drives the drafter the way the proposer does (incremental
+updates through ``SentHistories``, releases, resyncs). Its verification is
+random: it accepts a random number of each request's drafts and appends a
+token of its own, so sessions roll back by every amount from 0 to k. The
+drafter's self-check (``MINEDRAFT_DRAFTER_SELF_CHECK``) drafts each request
+again as a new request, whole history prefilled, and counts differences.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from vllm.engine.arg_utils import EngineArgs
+
+from minedraft.drafter.client import DrafterClient
+from minedraft.drafter.engine import SELF_CHECK_ENV
+from minedraft.drafter.frontend import draft_engine_kwargs
+from minedraft.drafter.history import SentHistories
+from minedraft.drafter.placement import DrafterDevice
+from minedraft.kit import build_kit
+
+pytestmark = pytest.mark.e2e
+
+K = 3
+SESSIONS = 6  # the draft engine's max_num_seqs: fewer than the requests, so idle sessions get evicted
+GROUP = SESSIONS - 1  # the self-check's fresh requests need a free slot
+
+
+@pytest.fixture(scope="module")
+def drafter(tmp_path_factory):
+    kit = build_kit()
+    device = DrafterDevice.parse("cpu:1")
+    args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=512, enforce_eager=True,
+                      max_num_seqs=SESSIONS)
+    kwargs = draft_engine_kwargs(args, {"model": str(kit.draft_perturbed)}, device)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(SELF_CHECK_ENV, "1")
+        client = DrafterClient(kwargs, device, K, log_dir=str(tmp_path_factory.mktemp("drafter")))
+    yield client
+    client.close()
+
+
+class ScriptedTarget:
+    """Requests, their histories and what the drafter has been sent, as the proposer keeps them."""
+
+    def __init__(self, client: DrafterClient, seed: int) -> None:
+        self.client, self.rng = client, random.Random(seed)
+        self.sent = SentHistories()
+        self.histories: dict[str, list[int]] = {}
+        self.next_id = 0
+        self.replies: list[dict] = []
+
+    def admit(self) -> None:
+        # Prompts from 1 token to several KV blocks, so sessions start and roll back across blocks.
+        self.histories[f"req-{self.next_id}"] = [self.rng.randrange(3, 2000)
+                                                  for _ in range(self.rng.choice([1, 5, 31, 32, 33, 90, 200]))]
+        self.next_id += 1
+
+    def job(self, req_ids: list[str], released: list[str]) -> dict[str, list[int]]:
+        self.sent.release(released)
+        updates = [self.sent.update(r, self.histories[r], len(self.histories[r])) for r in req_ids]
+        job_id = self.client.send({"release": self.sent.take_released(), "updates": updates, "draft": req_ids})
+        reply = self.client.receive(job_id, timeout_s=60)
+        assert reply is not None, "the drafter did not answer"
+        self.replies.append(reply)
+        self.sent.forget(reply["resync"])
+        return dict(zip(req_ids, reply["drafts"]))
+
+    def verify(self, req_id: str, draft: list[int]) -> None:
+        accepted = self.rng.randrange(0, len(draft) + 1)
+        self.histories[req_id] += draft[:accepted] + [self.rng.randrange(3, 2000)]
+
+
+def test_sessions_draft_what_a_fresh_request_drafts(drafter):
+    target = ScriptedTarget(drafter, seed=0)
+    for _ in range(8):
+        target.admit()
+    released: list[str] = []
+    for step in range(40):
+        live = sorted(target.histories)
+        group = target.rng.sample(live, min(len(live), target.rng.randrange(1, GROUP + 1)))
+        drafts = target.job(group, released)
+        released = []
+        for req_id, draft in drafts.items():
+            assert len(draft) == K, (step, req_id, draft)
+            target.verify(req_id, draft)
+        if step % 5 == 4:  # a request finishes, another arrives
+            finished = target.rng.choice(live)
+            del target.histories[finished]
+            released.append(finished)
+            target.admit()
+        if step % 7 == 6:  # preempted by the target: released, later re-sent from its first token
+            released.append(target.rng.choice(sorted(target.histories)))
+    checked = sum(len(reply["drafts"]) for reply in target.replies)
+    assert checked > 100
+    assert sum(reply["self_check_mismatches"] for reply in target.replies) == 0
+
+
+def test_a_gap_in_a_history_resyncs_the_session(drafter):
+    target = ScriptedTarget(drafter, seed=1)
+    target.admit()
+    (req_id,) = target.histories
+    target.verify(req_id, target.job([req_id], [])[req_id])
+    target.sent.sent[req_id] += 2  # the drafter missed two tokens (a lost job)
+    target.histories[req_id] += [7, 8]
+    assert target.job([req_id], []) == {req_id: []} and target.replies[-1]["resync"] == [req_id]
+    drafts = target.job([req_id], [])  # the whole history again, into a new session
+    assert len(drafts[req_id]) == K and target.replies[-1]["self_check_mismatches"] == 0
