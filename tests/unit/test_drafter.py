@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scheduler_harness import fake_model_dir
+from scheduler_harness import fake_model_dir, make_scheduler
+from vllm import SamplingParams
 from vllm.engine.arg_utils import EngineArgs
 from vllm.utils.import_utils import resolve_obj_by_qualname
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request, RequestStatus
 
 from minedraft.core.mode_prior import placement
 from minedraft.drafter.frontend import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
 from minedraft.drafter.history import Histories, SentHistories
 from minedraft.drafter.placement import DrafterDevice
-from minedraft.drafter.session_scheduler import DraftSessionScheduler
+from minedraft.drafter.session_scheduler import KEEP_KEY, DraftSessionScheduler
 from minedraft.drafter.sessions import _common_prefix
 from minedraft.drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
 from minedraft.errors import MineDraftConfigError
@@ -235,3 +238,38 @@ def test_remote_lane_surfaces_a_failing_job():
 ])
 def test_common_prefix_of_a_session_and_its_history(a, b, common):
     assert _common_prefix(a, b) == common
+
+
+def _session_chunk(tokens: list[int], k: int, keep: int | None = None) -> Request:
+    params = SamplingParams(temperature=0, max_tokens=k, ignore_eos=True,
+                            extra_args=None if keep is None else {KEEP_KEY: keep})
+    return Request(request_id="s", prompt_token_ids=list(tokens), sampling_params=params, pooling_params=None,
+                   resumable=True)
+
+
+def _run_session(sched, sampled: list[int]) -> None:
+    """Schedule until the session stops, sampling ``sampled`` one token per step."""
+    for token in sampled:
+        out = sched.schedule()
+        sched.update_from_output(out, ModelRunnerOutput(
+            req_ids=["s"], req_id_to_index={"s": 0}, sampled_token_ids=[[token]], logprobs=None,
+            prompt_logprobs_dict={}, pooler_output=[]))
+
+
+@pytest.mark.parametrize("accepted", [0, 1, 2, 3])
+def test_a_draft_session_rolls_back_to_the_tokens_the_target_kept(model_dir, accepted):
+    k, prompt = 3, list(range(100, 140))
+    sched = make_scheduler(model_dir, DraftSessionScheduler, k=None)
+    sched.add_request(_session_chunk(prompt, k))
+    _run_session(sched, [7, 8, 9])  # drafts 7 8 9; the session has computed prompt + 7 8
+    session = sched.requests["s"]
+    assert session.status == RequestStatus.WAITING_FOR_STREAMING_REQ and session.num_computed_tokens == 42
+    blocks = sched.kv_cache_manager.get_block_ids("s")
+    # The target accepted `accepted` drafts and added its own token 55.
+    history = prompt + [7, 8, 9][:accepted] + [55]
+    keep = min(len(prompt) + min(accepted, k - 1), len(history) - 1)
+    sched.add_request(_session_chunk(history[keep:], k, keep=keep))
+    assert list(session.all_token_ids) == history and session.num_computed_tokens == keep
+    out = sched.schedule()
+    assert out.num_scheduled_tokens["s"] == len(history) - keep  # only what the session lacks
+    assert sched.kv_cache_manager.get_block_ids("s") == blocks  # its KV stayed, no block reallocated
