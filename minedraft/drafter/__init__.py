@@ -12,7 +12,11 @@ Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
 * ``client.py`` starts the draft engine process, sends jobs and collects
   drafts with a bound; a late or dead drafter means verifying without drafts;
 * ``engine.py`` (the drafter's process) keeps the token histories and drafts
-  k tokens per request greedily with vLLM's ``LLM`` (prefix caching on);
+  k tokens per request greedily with vLLM's ``LLM``;
+* ``sessions.py`` keeps each request's draft KV in that engine from job to
+  job (one streaming-input session per request), and
+  ``session_scheduler.py`` rolls a session back to the tokens the target
+  accepted;
 * ``placement.py``: ``cpu:``/``cuda:`` device strings and the process's binding.
 
 The two-batch pipeline is MineDraft's usual one (core/scheduler.py,

@@ -11,6 +11,9 @@ request's history, and this scheduler truncates the session to them before
 vLLM's own update appends the chunk. The KV of the dropped positions is
 simply overwritten, which is why the draft engine runs without prefix
 caching: a block cached under its old tokens must not be rewritten.
+
+``patches/0008-streaming-session-rollback.patch`` proposes the same rollback
+upstream as a field of the streaming update; it would retire this class.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ class DraftSessionScheduler(Scheduler):
     def _update_request_as_session(self, session: Request, update: StreamingUpdate) -> None:
         keep = _keep(update)
         if keep is not None:
-            _truncate(session, keep, self.hash_block_size)
-        super()._update_request_as_session(session, update)
+            _truncate(session, keep)
+        super()._update_request_as_session(session, update)  # also drops the block hashes past keep
 
 
 def _keep(update: StreamingUpdate) -> int | None:
@@ -34,7 +37,7 @@ def _keep(update: StreamingUpdate) -> int | None:
     return (params.extra_args or {}).get(KEEP_KEY) if params is not None else None
 
 
-def _truncate(session: Request, keep: int, hash_block_size: int) -> None:
+def _truncate(session: Request, keep: int) -> None:
     """Make ``session`` hold only its first ``keep`` tokens, all of them computed."""
     if keep > session.num_computed_tokens:
         # vLLM's update drops tokens past num_computed_tokens, so the chunk would not
@@ -47,4 +50,3 @@ def _truncate(session: Request, keep: int, hash_block_size: int) -> None:
         del session.prompt_token_ids[keep:]
         session.num_prompt_tokens = keep
     session.num_computed_tokens = keep
-    del session.block_hashes[keep // hash_block_size:]

@@ -18,13 +18,16 @@ file is loaded too where the difference is observable:
 * 0006: the CPU expand fallback fills float32 and int32 outputs (the unpatched
   one leaves them as they were);
 * 0007: ``SchedulerOutput`` carries the lane plan, the two fields of
-  ``MineDraftSchedulerOutput`` with its defaults.
+  ``MineDraftSchedulerOutput`` with its defaults;
+* 0008: a streaming-input chunk rolls its session back to
+  ``streaming_num_kept_tokens`` (the unpatched scheduler keeps every computed
+  token), as ``DraftSessionScheduler`` does through ``extra_args``.
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
 monkeypatch that mirrors it (``tests/unit/test_patches.py``,
 ``test_patch_cpu_kernel_lock_*``), as 0001-0004 and 0006 also are (0007
-replaces a subclass, not a monkeypatch).
+and 0008 replace subclasses, not monkeypatches).
 """
 
 from __future__ import annotations
@@ -202,3 +205,47 @@ def test_0007_scheduler_output_carries_the_lane_plan(patched):
     assert added == ours == {"defer_drafts", "draft_only_req_ids"}
     plain = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False)
     assert (plain.defer_drafts, plain.draft_only_req_ids) == (empty.defer_drafts, empty.draft_only_req_ids)
+
+
+def _run_session(scheduler_module, request_module, tmp_path, kept: int | None) -> list[int]:
+    """A streaming session drafts 3 tokens after a 40-token prompt; then a chunk [55]
+    arrives keeping ``kept`` tokens. The session's tokens after that chunk."""
+    from scheduler_harness import fake_model_dir, make_scheduler
+    from vllm import SamplingParams
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    def chunk(tokens, **extra):
+        return request_module.Request(request_id="s", prompt_token_ids=tokens, pooling_params=None,
+                                      sampling_params=SamplingParams(max_tokens=3, ignore_eos=True),
+                                      resumable=True, **extra)
+
+    tmp_path.mkdir()
+    sched = make_scheduler(fake_model_dir(tmp_path), scheduler_module.Scheduler, k=None)
+    sched.add_request(chunk(list(range(100, 140))))
+    for token in (7, 8, 9):
+        sched.update_from_output(sched.schedule(), ModelRunnerOutput(
+            req_ids=["s"], req_id_to_index={"s": 0}, sampled_token_ids=[[token]], logprobs=None,
+            prompt_logprobs_dict={}, pooler_output=[]))
+    sched.add_request(chunk([55], **({} if kept is None else {"streaming_num_kept_tokens": kept})))
+    session = sched.requests["s"]
+    assert session.num_computed_tokens == (42 if kept is None else kept)
+    return list(session.all_token_ids)
+
+
+def test_0008_a_streaming_chunk_rolls_its_session_back(patched, tmp_path, monkeypatch):
+    """DraftSessionScheduler's rollback as a field of the streaming update: the subclass could go."""
+    import vllm.v1.request as installed_request
+    from vllm.v1.core.sched import scheduler as installed_scheduler
+
+    request = load(patched, "vllm/v1/request.py", "patched_vllm_v1_request")
+    monkeypatch.setitem(sys.modules, "vllm.v1.request", request)  # the patched scheduler imports it
+    scheduler = load(patched, "vllm/v1/core/sched/scheduler.py", "patched_vllm_v1_core_sched_scheduler")
+    monkeypatch.setitem(sys.modules, "vllm.v1.request", installed_request)
+    engine = load(patched, "vllm/v1/engine/__init__.py", "patched_vllm_v1_engine")
+    assert "streaming_num_kept_tokens" in engine.EngineCoreRequest.__struct_fields__
+    prompt = list(range(100, 140))
+    assert _run_session(scheduler, request, tmp_path / "a", kept=41) == prompt + [7, 55]
+    assert _run_session(scheduler, request, tmp_path / "b", kept=30) == prompt[:30] + [55]
+    assert _run_session(scheduler, request, tmp_path / "c", kept=None) == prompt + [7, 8, 55]
+    # Unpatched: the session keeps both computed drafts whatever the target accepted.
+    assert _run_session(installed_scheduler, installed_request, tmp_path / "d", kept=None) == prompt + [7, 8, 55]
