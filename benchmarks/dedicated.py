@@ -179,15 +179,26 @@ def plot(rows: list[dict], out_dir: Path, label: str) -> list[Path]:
     return paths
 
 
+def merge(previous: dict, samples: list[dict], args) -> tuple[list[dict], dict]:
+    """The previous run's samples of other (draft, k) pairs, then this run's."""
+    measured = {(d, k) for d in args.drafts for k in args.ks}
+    kept = [s for s in previous["samples"] if (s["draft"], s["k"]) not in measured]
+    note = {"kept_from": previous["meta"]["date"], "kept_pairs": sorted({(s["draft"], s["k"]) for s in kept}),
+            "measured_pairs": sorted(measured)}
+    return kept + samples, note
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--drafts", nargs="+", default=["draft_perturbed"])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--replot", action="store_true")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the existing JSON's samples of the (draft, k) pairs this run does not measure")
     parser.add_argument("--update-readme", action="store_true")
     args = parser.parse_args(argv)
     args.engine_core = "process"
@@ -222,6 +233,8 @@ def main(argv=None) -> None:
                 "modes": {m: {"engine_mode": b, "minedraft": s, "target_cores": c} for m, (b, s, c) in MODES.items()},
                 "engine_core": "process", "seconds": round(time.perf_counter() - started, 1),
                 "engine_starts": pool.starts}
+        if args.merge and path.exists():
+            samples, meta["merged"] = merge(json.loads(path.read_text()), samples, args)
         result = {"meta": meta, "rows": summarize(samples, args.concurrency), "samples": samples}
         OUT.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n")

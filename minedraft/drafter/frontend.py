@@ -68,6 +68,7 @@ def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterD
         "dtype": engine_args.dtype,
         "seed": engine_args.seed if engine_args.seed is not None else 0,
         "trust_remote_code": engine_args.trust_remote_code,
+        "load_format": engine_args.load_format,  # vLLM's in-worker drafter loads as the target does
         "enforce_eager": spec.get("enforce_eager", engine_args.enforce_eager),
         "block_size": engine_args.block_size,
         "max_num_seqs": engine_args.max_num_seqs,

@@ -110,7 +110,7 @@ def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_
     assert spec.draft_model_config is vllm_config.model_config
     engine = vllm_config.additional_config[DRAFT_ENGINE_KEY]
     assert engine["model"] == model_dir and engine["max_model_len"] == 256
-    assert engine["skip_tokenizer_init"] and engine["dtype"] == "float32"
+    assert engine["skip_tokenizer_init"] and engine["dtype"] == "float32" and engine["load_format"] == "auto"
     # Draft sessions roll their KV back: no prefix cache, and the scheduler that rolls back.
     assert not engine["enable_prefix_caching"] and not engine["async_scheduling"]
     assert resolve_obj_by_qualname(engine["scheduler_cls"]) is DraftSessionScheduler
