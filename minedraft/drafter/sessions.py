@@ -43,7 +43,8 @@ class DraftSessions:
         self.max_sessions = scheduler_config.max_num_seqs - spare_slots
         self.step_tokens = scheduler_config.max_num_batched_tokens
         self.params = SamplingParams(temperature=0, max_tokens=k, ignore_eos=True, detokenize=False)
-        # Per session: the tokens its KV holds after its last job (history + first k - 1 drafts).
+        # Per session: the tokens its KV holds after its last job (the history and all drafts but
+        # the last), in the order of last use.
         self.computed: dict[str, list[int]] = {}
         self.aborted_by_bound = 0
 
@@ -57,7 +58,10 @@ class DraftSessions:
         drafts = self._drive(req_ids, max_steps=self.k + SLACK_STEPS + -(-fed // self.step_tokens))
         for req_id, draft in drafts.items():
             self.computed.pop(req_id, None)  # re-inserted: the dict's order is the order of last use
-            self.computed[req_id] = list(histories[req_id]) + draft[: self.k - 1]
+            if draft:  # the session computed every sampled token but the last
+                self.computed[req_id] = list(histories[req_id]) + draft[:-1]
+            else:
+                self.core.abort_requests([_session_id(req_id)])
         return drafts
 
     def release(self, req_ids: Iterable[str]) -> None:

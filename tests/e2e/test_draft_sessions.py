@@ -29,16 +29,21 @@ SESSIONS = 6  # the draft engine's max_num_seqs: fewer than the requests, so idl
 GROUP = SESSIONS - 1  # the self-check's fresh requests need a free slot
 
 
-@pytest.fixture(scope="module")
-def drafter(tmp_path_factory):
+def start_drafter(log_dir, self_check: bool, **engine) -> DrafterClient:
     kit = build_kit()
     device = DrafterDevice.parse("cpu:1")
     args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=512, enforce_eager=True,
                       max_num_seqs=SESSIONS)
-    kwargs = draft_engine_kwargs(args, {"model": str(kit.draft_perturbed)}, device)
+    kwargs = {**draft_engine_kwargs(args, {"model": str(kit.draft_perturbed)}, device), **engine}
     with pytest.MonkeyPatch.context() as env:
-        env.setenv(SELF_CHECK_ENV, "1")
-        client = DrafterClient(kwargs, device, K, log_dir=str(tmp_path_factory.mktemp("drafter")))
+        if self_check:
+            env.setenv(SELF_CHECK_ENV, "1")
+        return DrafterClient(kwargs, device, K, log_dir=str(log_dir))
+
+
+@pytest.fixture(scope="module")
+def drafter(tmp_path_factory):
+    client = start_drafter(tmp_path_factory.mktemp("drafter"), self_check=True)
     yield client
     client.close()
 
@@ -109,3 +114,26 @@ def test_a_gap_in_a_history_resyncs_the_session(drafter):
     assert target.job([req_id], []) == {req_id: []} and target.replies[-1]["resync"] == [req_id]
     drafts = target.job([req_id], [])  # the whole history again, into a new session
     assert len(drafts[req_id]) == K and target.replies[-1]["self_check_mismatches"] == 0
+
+
+def test_sessions_that_find_no_kv_end_and_the_drafter_keeps_answering(tmp_path):
+    """Three KV blocks for five sessions of 90 tokens and more: jobs hit the step bound.
+    Those sessions get no drafts that time and restart later; nothing waits without bound."""
+    # vLLM's CPU KV blocks hold 128 tokens here: three blocks, a session of 90+ tokens takes one.
+    client = start_drafter(tmp_path, self_check=False, num_gpu_blocks_override=3, max_model_len=256)
+    try:
+        target = ScriptedTarget(client, seed=2)
+        for _ in range(GROUP):
+            target.histories[f"req-{target.next_id}"] = [target.rng.randrange(3, 2000) for _ in range(90)]
+            target.next_id += 1
+        counts = []
+        for _ in range(6):
+            drafts = target.job(sorted(target.histories), [])
+            counts.append(sum(len(d) == K for d in drafts.values()))
+            assert all(len(d) in (0, K) for d in drafts.values())
+            for req_id, draft in drafts.items():
+                target.verify(req_id, draft)
+        assert sum(counts) > 0 and min(counts) < GROUP, counts  # some drafted, some ended
+    finally:
+        client.close()
+    assert "did not finish within the job's step bound" in (tmp_path / "drafter.log").read_text()
