@@ -23,10 +23,12 @@ Comparisons: ``equal_concurrency`` (every mode runs N requests) and ``paper``
 (``minedraft_process`` runs 2N against stock SD's N). Ratios pair runs of the
 same round (all engines up at once, the order rotating per round).
 
-    python benchmarks/dedicated.py            # ~30 min on 2 idle cores
+    python benchmarks/dedicated.py                          # ~30 min on 2 idle cores
+    python benchmarks/dedicated.py --pair large --ks 1 3 5  # the larger pair (minedraft/kit/large.py)
     python benchmarks/dedicated.py --replot
 
-Writes ``benchmarks/results/cpu/dedicated.json`` and ``dedicated_<draft>.png``.
+Writes ``benchmarks/results/cpu/dedicated.json`` (``dedicated_large.json`` for the
+larger pair) and ``dedicated_<draft>.png``.
 """
 
 from __future__ import annotations
@@ -59,7 +61,31 @@ MODES = {
 BASELINES = ("stock_sd_core0", "stock_sd_2cores")
 PAPER_MODE = "minedraft_process"
 OUT = HERE / "results" / "cpu"
-README_BEGIN, README_END = "<!-- dedicated:begin -->", "<!-- dedicated:end -->"
+
+def readme_markers(pair: str) -> tuple[str, str]:
+    name = "dedicated" if pair == "kit" else f"dedicated-{pair}"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def result_path(pair: str) -> Path:
+    return OUT / ("dedicated.json" if pair == "kit" else f"dedicated_{pair}.json")
+
+
+def pair_setup(args):
+    """The sweep's CPU setup, with the larger pair in place of the kit's for ``--pair large``."""
+    import dataclasses
+
+    setup = sweep.cpu_setup(args)
+    if args.pair == "kit":
+        return setup
+    from minedraft.kit.large import LARGE_ARCH, build_large_pair
+
+    pair = build_large_pair()
+    return dataclasses.replace(
+        setup, pairs={"large_perturbed": (pair.target, pair.draft)}, target_names={"large_perturbed": "target_large"},
+        meta={"models": f"minedraft.kit.large: a {LARGE_ARCH['num_hidden_layers']}-layer, "
+                        f"{LARGE_ARCH['hidden_size']}-wide random target and its perturbed copy (float32)",
+              "draft_agreement": {"large_perturbed": pair.marker("draft").get("agreement")}})
 
 
 def worker(setup, draft: str, mode: str, k: int, prompts) -> tuple[tuple, dict, dict]:
@@ -192,7 +218,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--drafts", nargs="+", default=["draft_perturbed"])
+    parser.add_argument("--pair", choices=("kit", "large"), default="kit",
+                        help="the kit's tiny pair, or minedraft.kit.large's (about 8x the target's compute per token)")
+    parser.add_argument("--drafts", nargs="+", default=None, help="default: draft_perturbed (kit), large_perturbed")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--prompt-tokens", type=int, default=64)
@@ -201,19 +229,20 @@ def parse_args(argv=None):
                         help="keep the existing JSON's samples of the (draft, k) pairs this run does not measure")
     parser.add_argument("--update-readme", action="store_true")
     args = parser.parse_args(argv)
+    args.drafts = args.drafts or (["draft_perturbed"] if args.pair == "kit" else ["large_perturbed"])
     args.engine_core = "process"
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    path = OUT / "dedicated.json"
+    path = result_path(args.pair)
     if args.replot:
         result = json.loads(path.read_text())
     else:
         from minedraft.kit.prompts import token_windows
 
-        setup = sweep.cpu_setup(args)
+        setup = pair_setup(args)
         prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,
                                 tokenizer_dir=setup.pairs[args.drafts[0]][0])
         log_dir = Path(tempfile.mkdtemp(prefix="minedraft-dedicated-"))
@@ -232,6 +261,8 @@ def main(argv=None) -> None:
                 "output_tokens": args.output_tokens, "repeats": args.repeats, "concurrency": args.concurrency,
                 "modes": {m: {"engine_mode": b, "minedraft": s, "target_cores": c} for m, (b, s, c) in MODES.items()},
                 "engine_core": "process", "seconds": round(time.perf_counter() - started, 1),
+                "pair": args.pair, "models": setup.meta.get("models"),
+                "draft_agreement": setup.meta.get("draft_agreement"),
                 "engine_starts": pool.starts}
         if args.merge and path.exists():
             samples, meta["merged"] = merge(json.loads(path.read_text()), samples, args)
@@ -244,7 +275,8 @@ def main(argv=None) -> None:
     table = markdown(result["rows"], result["meta"])
     print("\n" + table)
     if args.update_readme:
-        sweep.update_readme(table, begin=README_BEGIN, end=README_END)
+        begin, end = readme_markers(args.pair)
+        sweep.update_readme(table, begin=begin, end=end)
 
 
 if __name__ == "__main__":

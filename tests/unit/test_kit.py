@@ -236,3 +236,20 @@ def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
     conts = greedy_continue(load_model(kit.target), ids, 32)
     distinct = [len(set(c)) for c in conts]
     assert sum(d >= 16 for d in distinct) >= 0.8 * len(conts), distinct
+
+
+def test_large_pair_spec_is_larger_and_its_draft_hash_follows_its_target(monkeypatch):
+    """The larger pair (benchmarks only) is built on demand; its cache key covers what its weights
+    depend on, and its target has several times the kit target's compute per token."""
+    from minedraft.kit import large
+
+    def per_token(arch):  # weights touched per token, embeddings aside
+        h, f, layers = arch["hidden_size"], arch["intermediate_size"], arch["num_hidden_layers"]
+        kv = h * arch["num_key_value_heads"] // arch["num_attention_heads"]
+        return layers * (2 * h * h + 2 * h * kv + 3 * h * f)
+
+    assert per_token(large.LARGE_ARCH) >= 5 * per_token(TARGET_ARCH)
+    hashes = large._spec_hashes()
+    monkeypatch.setattr(large, "LARGE_SEED", large.LARGE_SEED + 1)
+    moved = large._spec_hashes()
+    assert moved["target"] != hashes["target"] and moved["draft"] != hashes["draft"]
