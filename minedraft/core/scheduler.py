@@ -28,8 +28,6 @@ tokens) is vLLM's own code, unchanged.
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
 import time
 from typing import NamedTuple
 
@@ -51,20 +49,11 @@ from minedraft.core.lanes import choose_held, is_balanced
 from minedraft.core.mode_policy import Load, ModePolicy
 from minedraft.core.mode_prior import make_prior, placement
 from minedraft.core.output import MineDraftSchedulerOutput
-from minedraft.launch.lifetime import die_with_parent
+from minedraft.launch.lifetime import end_with_vllm_parent
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
 from minedraft.settings import MineDraftSettings
 
 logger = get_logger(__name__)
-
-
-def _engine_core_dies_with_front_end() -> None:
-    """In an engine core of its own (vLLM's default layout), SIGTERM when the front end dies:
-    vLLM's handler then shuts the workers down, and a process drafter dies with its worker.
-    An in-process engine core is the front end: nothing to do."""
-    parent = multiprocessing.parent_process()
-    if parent is not None and parent.pid is not None:
-        die_with_parent(parent.pid, signal.SIGTERM)
 
 
 class _StepRecord(NamedTuple):
@@ -83,7 +72,9 @@ class MineDraftScheduler(Scheduler):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        _engine_core_dies_with_front_end()
+        # In vLLM's engine core process: SIGKILL once the front end has exited (workers
+        # follow through vLLM's death pipe; a draft engine follows its worker).
+        end_with_vllm_parent()
         # Request ids whose drafting was deferred in the last step: the draft
         # lane runs for them during the step being scheduled now.
         self._drafting: set[str] = set()

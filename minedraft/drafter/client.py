@@ -5,8 +5,8 @@ target stopped waiting for (late beyond ``timeout_s``) still gets its reply
 later: replies carry their job's id, and stale ones are dropped. A drafter
 that exits or closes its pipe is *gone*: one ERROR line (exit code, log
 file), then every later job returns no drafts at once, so the target keeps
-serving, exactly, at plain-decoding speed. The process dies with the target's
-worker (``PR_SET_PDEATHSIG`` in :mod:`minedraft.drafter.engine`) and is
+serving, exactly, at plain-decoding speed. The process ends with the target's
+worker (minedraft/launch/lifetime.py, in :mod:`minedraft.drafter.engine`) and is
 stopped by :meth:`DrafterClient.close`.
 """
 

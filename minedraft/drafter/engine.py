@@ -1,9 +1,10 @@
 """The drafter's process: vLLM's engine of the draft model, answering draft jobs.
 
 Started by :mod:`minedraft.drafter.client` as ``python -m
-minedraft.drafter.engine SPEC_JSON``. It dies with the process that started
-it (``PR_SET_PDEATHSIG``, and end of input), binds itself to its cores,
-builds ``LLM`` (engine core in this process, prefix caching on), warms up and
+minedraft.drafter.engine SPEC_JSON``. It ends with the process that started
+it (minedraft/launch/lifetime.py, and end of input), binds itself to its cores,
+builds ``LLM`` (engine core in this process; prefix caching off: the draft
+sessions keep each request's KV), warms up and
 says ``{"ready": ...}``. Then, per JSON line on stdin::
 
     {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids]}
@@ -28,7 +29,7 @@ import time
 
 from minedraft.drafter.history import Histories
 from minedraft.drafter.sessions import DraftSessions
-from minedraft.launch.lifetime import die_with_parent
+from minedraft.launch.lifetime import end_with_parent
 
 SELF_CHECK_ENV = "MINEDRAFT_DRAFTER_SELF_CHECK"  # tests: also draft each request from scratch and compare
 
@@ -83,7 +84,7 @@ class DraftEngine:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    die_with_parent(spec["parent_pid"])
+    end_with_parent(spec["parent_pid"], "the draft engine")
     if spec.get("cpu_affinity"):
         os.sched_setaffinity(0, spec["cpu_affinity"])
     reply = os.fdopen(os.dup(1), "w", buffering=1)

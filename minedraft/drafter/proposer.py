@@ -21,6 +21,7 @@ from minedraft.drafter.client import DrafterClient
 from minedraft.drafter.frontend import DRAFT_ENGINE_KEY
 from minedraft.drafter.history import SentHistories, Update
 from minedraft.drafter.placement import DrafterDevice
+from minedraft.launch.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.settings import MineDraftSettings
 
@@ -117,6 +118,9 @@ class RemoteDraftProposer:
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's hook for loading the draft model: start its engine instead."""
+        # The draft engine ends with this worker; this worker (vLLM's own process) with its
+        # engine core, also if vLLM's death pipe does not get it out.
+        end_with_vllm_parent()
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
 

@@ -1,0 +1,81 @@
+"""minedraft/launch/lifetime.py: a process that ends with its parent, on a real process tree.
+
+A parent process starts a child that calls ``end_with_parent`` and then blocks
+forever; the parent is SIGKILLed and the child must be gone. Both ways of
+noticing the parent's exit are run: the pidfd (Linux >= 5.3) and the
+``getppid`` poll used where there is none.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import psutil
+import pytest
+
+from minedraft.launch import lifetime
+
+GONE_WITHIN_S = 30  # an upper bound for a loaded machine, not a pace: it ends within ~1 s
+
+CHILD = textwrap.dedent("""
+    import os, sys, threading
+    from minedraft.launch import lifetime
+    if sys.argv[1] == "poll":
+        lifetime._open_pidfd = lambda pid: None
+    lifetime.end_with_parent(os.getppid(), "the test child")
+    print("watching", flush=True)
+    threading.Event().wait()  # blocks forever: only the watcher can end this process
+""")
+
+PARENT = textwrap.dedent("""
+    import subprocess, sys, threading
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "watching\\n"
+    print(child.pid, flush=True)
+    threading.Event().wait()
+""")
+
+
+@pytest.mark.parametrize("how", ["pidfd", "poll"])
+def test_a_child_ends_when_its_parent_is_killed(how):
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, CHILD, how], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert child.is_running() and child.ppid() == parent.pid
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        child.wait(timeout=GONE_WITHIN_S)  # raises psutil.TimeoutExpired if it outlives its parent
+        # The child said why it ended (it shares the parent's stderr).
+        assert f"the test child (pid {child.pid}) is gone; ending it" in parent.stderr.read()
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_process_told_a_parent_it_does_not_have_ends_at_once():
+    """As when the parent exited (and its pid was perhaps reused) before the watch began."""
+    code = "from minedraft.launch import lifetime; lifetime.end_with_parent(1, 'orphan'); print('not reached')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL and "not reached" not in done.stdout
+    assert "of orphan" in done.stderr
+
+
+def test_only_vllm_engine_core_and_worker_processes_watch_their_parent(monkeypatch):
+    """The pytest process (no multiprocessing parent) and a user's own child process are left alone."""
+    assert lifetime.end_with_vllm_parent() is None
+    started = []
+    monkeypatch.setattr(lifetime, "end_with_parent", lambda pid, what: started.append((pid, what)))
+    for name, expected in (("EngineCore", True), ("EngineCore_DP1", True), ("VllmWorker-0", True),
+                           ("Process-1", False), ("MainProcess", False)):
+        started.clear()
+        monkeypatch.setattr(multiprocessing, "parent_process", lambda: psutil.Process(os.getppid()))
+        monkeypatch.setattr(multiprocessing.current_process(), "name", name)
+        lifetime.end_with_vllm_parent()
+        assert bool(started) == expected, name
+        assert not started or started[0] == (os.getppid(), name)
