@@ -5,7 +5,7 @@
 then SIGKILLs the calling process. MineDraft uses it (``end_with_vllm_parent``)
 for vLLM's engine core when MineDraft is selected and for the target's
 worker that starts a draft engine, and for the draft engine itself; a SIGKILLed front end then takes
-the whole tree with it, level by level, within about a second. vLLM 0.32.0's
+the whole tree with it, level by level (in about 2 s here). vLLM 0.32.0's
 engine core and workers otherwise outlive a SIGKILLed front end (measured:
 still running a minute later).
 
@@ -29,6 +29,9 @@ import time
 POLL_S = 0.25  # only where pidfd_open is missing (not Linux, or Linux < 5.3)
 # vLLM 0.32.0's multiprocessing names for its engine core and worker processes.
 VLLM_PROCESS_NAMES = ("EngineCore", "VllmWorker")
+# This process's watcher, with the pid it watches for (a forked child inherits the variable,
+# not the thread): one per process, also where vLLM runs its worker inside the engine core.
+_watcher: tuple[int, threading.Thread] | None = None
 
 
 def end_with_vllm_parent() -> threading.Thread | None:
@@ -43,12 +46,16 @@ def end_with_vllm_parent() -> threading.Thread | None:
 def end_with_parent(parent_pid: int, what: str) -> threading.Thread:
     """SIGKILL this process once process ``parent_pid`` (its parent) has exited; exits
     now if it already has. ``what`` names this process in the one line said then."""
+    global _watcher
+    if _watcher is not None and _watcher[0] == os.getpid():
+        return _watcher[1]
     pidfd = _open_pidfd(parent_pid)
     if os.getppid() != parent_pid:  # gone before we looked (or the pid was reused)
         _end(parent_pid, what)
     watcher = threading.Thread(target=_watch, args=(parent_pid, pidfd, what), daemon=True,
                                name="minedraft-end-with-parent")
     watcher.start()
+    _watcher = (os.getpid(), watcher)
     return watcher
 
 

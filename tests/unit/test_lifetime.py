@@ -66,15 +66,24 @@ def test_a_process_told_a_parent_it_does_not_have_ends_at_once():
     assert "of orphan" in done.stderr
 
 
+def test_one_watcher_per_process():
+    """vLLM's worker inside its engine core calls it twice in one process: one thread watches."""
+    code = ("import os, threading; from minedraft.launch import lifetime; "
+            "a = lifetime.end_with_parent(os.getppid(), 'x'); n = threading.active_count(); "
+            "b = lifetime.end_with_parent(os.getppid(), 'x'); print(a is b, threading.active_count() == n)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True"], done
+
+
 def test_only_vllm_engine_core_and_worker_processes_watch_their_parent(monkeypatch):
     """The pytest process (no multiprocessing parent) and a user's own child process are left alone."""
     assert lifetime.end_with_vllm_parent() is None
     started = []
     monkeypatch.setattr(lifetime, "end_with_parent", lambda pid, what: started.append((pid, what)))
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: psutil.Process(os.getppid()))
     for name, expected in (("EngineCore", True), ("EngineCore_DP1", True), ("VllmWorker-0", True),
                            ("Process-1", False), ("MainProcess", False)):
         started.clear()
-        monkeypatch.setattr(multiprocessing, "parent_process", lambda: psutil.Process(os.getppid()))
         monkeypatch.setattr(multiprocessing.current_process(), "name", name)
         lifetime.end_with_vllm_parent()
         assert bool(started) == expected, name
