@@ -7,6 +7,8 @@ export VLLM_TARGET_DEVICE ?= cpu
 export VLLM_CPU_KVCACHE_SPACE ?= 1
 export HF_HUB_OFFLINE := 1
 export PYTHONUNBUFFERED := 1
+# The tooling (harness/, modelkit/, analysis/) runs from the checkout; only minedraft/ is installed.
+export PYTHONPATH := $(CURDIR)
 # `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
 DEVICE ?= cpu
 
@@ -26,10 +28,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 kit: setup
-	$(PY) -m minedraft.kit --measure
+	$(PY) -m modelkit --measure
 
 demo: setup
-	$(PY) -m minedraft.demo
+	$(PY) -m harness.demo
 
 # Every tier, as CI runs it. Benchmarks run once here (--benchmark-disable) so they keep working.
 test: setup

@@ -38,6 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
 MODES = ("stock_sd", "minedraft_auto")
@@ -165,7 +166,7 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        from minedraft.kit.prompts import token_windows
+        from modelkit.prompts import token_windows
 
         setup = sweep.cpu_setup(args)
         prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,

@@ -24,7 +24,7 @@ Comparisons: ``equal_concurrency`` (every mode runs N requests) and ``paper``
 same round (all engines up at once, the order rotating per round).
 
     python benchmarks/dedicated.py                          # ~30 min on 2 idle cores
-    python benchmarks/dedicated.py --pair large --ks 1 3 5  # the larger pair (minedraft/kit/large.py)
+    python benchmarks/dedicated.py --pair large --ks 1 3 5  # the larger pair (modelkit/large.py)
     python benchmarks/dedicated.py --replot
 
 Writes ``benchmarks/results/cpu/dedicated.json`` (``dedicated_large.json`` for the
@@ -45,9 +45,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
-from minedraft.launch.engine_args import engine_kwargs  # noqa: E402
+from harness.engine_args import engine_kwargs  # noqa: E402
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # mode -> (benchmark mode of the engine, MineDraft settings, target's cores)
@@ -78,12 +79,12 @@ def pair_setup(args):
     setup = sweep.cpu_setup(args)
     if args.pair == "kit":
         return setup
-    from minedraft.kit.large import LARGE_ARCH, build_large_pair
+    from modelkit.large import LARGE_ARCH, build_large_pair
 
     pair = build_large_pair()
     return dataclasses.replace(
         setup, pairs={"large_perturbed": (pair.target, pair.draft)}, target_names={"large_perturbed": "target_large"},
-        meta={"models": f"minedraft.kit.large: a {LARGE_ARCH['num_hidden_layers']}-layer, "
+        meta={"models": f"modelkit.large: a {LARGE_ARCH['num_hidden_layers']}-layer, "
                         f"{LARGE_ARCH['hidden_size']}-wide random target and its perturbed copy (float32)",
               "draft_agreement": {"large_perturbed": pair.marker("draft").get("agreement")}})
 
@@ -219,7 +220,7 @@ def parse_args(argv=None):
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--pair", choices=("kit", "large"), default="kit",
-                        help="the kit's tiny pair, or minedraft.kit.large's (about 8x the target's compute per token)")
+                        help="the kit's tiny pair, or modelkit.large's (about 8x the target's compute per token)")
     parser.add_argument("--drafts", nargs="+", default=None, help="default: draft_perturbed (kit), large_perturbed")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output-tokens", type=int, default=64)
@@ -240,7 +241,7 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        from minedraft.kit.prompts import token_windows
+        from modelkit.prompts import token_windows
 
         setup = pair_setup(args)
         prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,

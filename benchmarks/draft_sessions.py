@@ -6,7 +6,7 @@ job. Two ways to run it, each in a fresh draft engine on one core (the
 drafter's placement in ``dedicated.py``):
 
 * ``sessions`` (the product): each request is a draft session whose KV stays
-  between jobs and rolls back to the accepted tokens (minedraft/drafter/sessions.py);
+  between jobs and rolls back to the accepted tokens (minedraft/process_drafter/sessions.py);
 * ``new_requests``: every job sends each whole history as a new request to an
   engine with prefix caching (the first version of the process drafter).
 
@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu" / "draft_sessions.json"
 JOBS, WARMUP_JOBS, PROMPT_TOKENS = 40, 5, 64
@@ -39,10 +40,10 @@ def measure(method: str, k: int, concurrency: list[int]) -> dict[int, float]:
     from vllm import LLM, SamplingParams
     from vllm.engine.arg_utils import EngineArgs
 
-    from minedraft.drafter.frontend import draft_engine_kwargs
-    from minedraft.drafter.placement import DrafterDevice
-    from minedraft.drafter.sessions import DraftSessions
-    from minedraft.kit import build_kit
+    from minedraft.process_drafter.frontend import draft_engine_kwargs
+    from minedraft.config.placement import DrafterDevice
+    from minedraft.process_drafter.sessions import DraftSessions
+    from modelkit import build_kit
 
     kit = build_kit()
     args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=1024, enforce_eager=True,

@@ -1,7 +1,7 @@
 """Overlap physics on one GPU, torch only: verify group A on the main stream while a side stream
 runs k draft forwards for group B, through MineDraft's own CudaStreamLane.
 
-Models are decoder stacks of the published shapes (``minedraft.kit.shapes``: Llama-3.1-8B with a
+Models are decoder stacks of the published shapes (``modelkit.shapes``: Llama-3.1-8B with a
 Llama-3.2-1B draft, Qwen3-32B with Qwen3-1.7B if memory allows), bf16, random weights: per layer
 the QKV, output and gated-MLP matmuls plus attention over a KV cache of ``--context`` tokens
 (``scaled_dot_product_attention``), then the LM head. Per batch B (each group has B requests) and
@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from minedraft.kit.shapes import PAIRS, SHAPES  # noqa: E402
+from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
 from minedraft.worker.lanes import CudaStreamLane  # noqa: E402
 
 

@@ -54,9 +54,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from minedraft.launch import server as launch_server
-from minedraft.launch.engine_args import Speculation, engine_kwargs
-from minedraft.launch.server import Server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+from harness import server as launch_server
+from harness.engine_args import Speculation, engine_kwargs
+from harness.server import Server
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -109,7 +110,7 @@ class Config:
 
 
 def server_engine(mode: Mode, cfg: Config, kit) -> dict:
-    """The engine arguments of ``mode``'s server (:mod:`minedraft.launch.engine_args`)."""
+    """The engine arguments of ``mode``'s server (:mod:`harness.engine_args`)."""
     extra = {}
     if cfg.device == "cuda":
         # All servers share one GPU: split its memory.
@@ -482,7 +483,7 @@ def make_config(args: argparse.Namespace) -> Config:
 
 
 def measure(cfg: Config) -> dict:
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     kit = build_kit()
     work = Path(tempfile.mkdtemp(prefix="minedraft-serving-"))

@@ -14,7 +14,7 @@ with MineDraft at 2N (each MineDraft sub-batch as large as stock SD's batch).
 
     python benchmarks/step_overlap.py [--ks 1 3 5] [--concurrency 4 8 16]
 
-Writes ``benchmarks/results/cpu/step_overlap.json`` and prints two tables.
+Writes ``minedraft/cost_model/calibration/cpu_step_overlap.json`` (the calibration ``auto`` ships with) and prints two tables.
 """
 
 from __future__ import annotations
@@ -27,13 +27,16 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+import sys
 from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
-from minedraft.launch.child import run_once, serve  # noqa: E402
-from minedraft.launch.engine_args import Speculation, engine_kwargs  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+from harness.child import run_once, serve  # noqa: E402
+from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
+from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
 
 PROMPT_TOKENS = 32
 OUTPUT_TOKENS = 48
@@ -112,7 +115,7 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 8, 16])
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu" / "step_overlap.json"))
+    parser.add_argument("--out", default=str(CPU_STEP_OVERLAP_JSON))
     parser.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
     args = parser.parse_args()
     if args.child:
@@ -121,7 +124,7 @@ def main() -> None:
     if args.replot:
         plot(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".png"))
         return
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     kit = build_kit()
     conc = sorted(set(args.concurrency) | {2 * n for n in args.concurrency})

@@ -16,7 +16,7 @@ and ``paper`` (``minedraft_parallel`` runs 2N, so each of its two sub-batches
 is as large as stock SD's batch of N).
 
 Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``,
-the child protocol of :mod:`minedraft.launch.child`: JSON commands on stdin,
+the child protocol of :mod:`harness.child`: JSON commands on stdin,
 one JSON line back on a private pipe, vLLM's logs in a log file). Workers
 stay up between runs, so an engine starts once per (draft, k, mode), not once
 per measurement. On CPU the runs are interleaved: per (draft, k) the no_sd,
@@ -28,7 +28,7 @@ round of N' = 2N when that is swept too). On CUDA only one engine fits the
 GPU at a time: modes run one after the other, and no_sd runs once per target.
 
 Workload: prompts of ``--prompt-tokens`` tokens cut from the kit's held-out
-corpus (``minedraft.kit.prompts.token_windows``), ``--output-tokens`` tokens
+corpus (``modelkit.prompts.token_windows``), ``--output-tokens`` tokens
 each, greedy, ``ignore_eos``, no detokenization (the engine is measured; the
 serving benchmark measures the front end). Prefix caching is off so repeats do
 the same work. TTFT and TPOT come from vLLM's per-request stats
@@ -42,7 +42,7 @@ Engine layout: vLLM's default, the engine core in its own process
 instead of ~25-65 s) but is not neutral on 2 cores: with a separate
 engine-core process the front end and the engine core compete for the
 cores (stock SD measured 20-30 % slower); rows and meta carry the layout. ``--device cuda`` uses realistic shapes with dummy weights
-(``minedraft.kit.shapes``), bfloat16 and vLLM's synthetic rejection sampler.
+(``modelkit.shapes``), bfloat16 and vLLM's synthetic rejection sampler.
 
     python benchmarks/sweep.py                       # the full CPU sweep
     python benchmarks/sweep.py --quick               # a smoke run (~3 min)
@@ -72,9 +72,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
-from minedraft.launch.child import Child, ChildError, serve  # noqa: E402
-from minedraft.launch.engine_args import Speculation, engine_kwargs  # noqa: E402
-from minedraft.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_ENV, MODE_LABELS  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+from harness.child import Child, ChildError, serve  # noqa: E402
+from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
+from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS  # noqa: E402
 
 COMPARISONS = ("equal_concurrency", "paper")
 README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
@@ -143,7 +144,7 @@ def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
 
 
 class Worker(Child):
-    """One engine subprocess of the sweep (:mod:`minedraft.launch.child`)."""
+    """One engine subprocess of the sweep (:mod:`harness.child`)."""
 
     def __init__(self, name: str, spec: dict, env: dict, log_dir: Path) -> None:
         super().__init__([__file__, "--worker"], spec, log_dir, env=env, name=name, timeout_s=COMMAND_TIMEOUT_S)
@@ -230,7 +231,7 @@ def common_engine_kwargs(args) -> dict:
 
 
 def cpu_setup(args) -> Setup:
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     kit = build_kit()
     drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small", "eagle3")}
@@ -251,7 +252,7 @@ def cuda_setup(args) -> Setup:
 
     if not torch.cuda.is_available():
         sys.exit("sweep: --device cuda, but no CUDA device is visible (torch.cuda.is_available() is False)")
-    from minedraft.kit.shapes import DEFAULT_ACCEPTANCE, PAIRS, build_shapes
+    from modelkit.shapes import DEFAULT_ACCEPTANCE, PAIRS, build_shapes
 
     paths, name = build_shapes(), torch.cuda.get_device_name(0)
     total = torch.cuda.get_device_properties(0).total_memory
@@ -271,7 +272,7 @@ def cuda_setup(args) -> Setup:
                 "gpu_memory_utilization": GPU_MEMORY_UTILIZATION},
         env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cuda"},
         interleave=False, speculative_extra=extra,
-        meta={"models": "config-only shapes with dummy weights (minedraft.kit.shapes), bfloat16",
+        meta={"models": "config-only shapes with dummy weights (modelkit.shapes), bfloat16",
               "acceptance": "synthetic rejection sampler: position i accepted with probability alpha^(i+1)",
               "alpha": {d: e["alpha"] for d, e in extra.items()}, "skipped_pairs": skipped,
               "gpu_memory_bytes": total})
@@ -283,7 +284,7 @@ GPU_HEADROOM_BYTES = 6 << 30  # activations, CUDA graphs, allocator slack, torch
 
 def gpu_memory_shortfall(pair: str, total_bytes: int, args) -> str | None:
     """Why ``pair`` cannot run on this GPU at the sweep's largest batch, or None."""
-    from minedraft.kit.shapes import pair_memory_bytes
+    from modelkit.shapes import pair_memory_bytes
 
     kv_tokens = MAX_REQUESTS * (args.prompt_tokens + max(args.output_tokens) + 8)
     need = pair_memory_bytes(pair, kv_tokens) + GPU_HEADROOM_BYTES
@@ -481,7 +482,7 @@ def comparison_rows(comparison, groups, device, target, draft, k, at) -> list[di
     rows = []
     if stock:
         rows.append(make_row(comparison, "stock_sd", target, draft, k, at, n, stock, device, base=base))
-    for mode in MINEDRAFT_MODE_ENV:
+    for mode in MINEDRAFT_MODE_OF:
         total = 2 * n if comparison == "paper" else n
         if comparison == "paper" and mode != PAPER_MODE:
             continue
@@ -502,9 +503,9 @@ def make_row(comparison, mode, target, draft, k, at, total, samples, device, bas
            "output_tokens_per_s_runs": [round(r, 1) for r in rates],
            "mean_acceptance_length": acceptance_length(samples) if mode != "no_sd" else None,
            "ttft_ms_p50": median_of(samples, "ttft_ms_p50"), "tpot_ms_p50": median_of(samples, "tpot_ms_p50"),
-           "parallel_step_fraction": parallel_fraction(samples) if mode in MINEDRAFT_MODE_ENV else None}
-    if mode in MINEDRAFT_MODE_ENV:
-        row["minedraft_mode"] = MINEDRAFT_MODE_ENV[mode]
+           "parallel_step_fraction": parallel_fraction(samples) if mode in MINEDRAFT_MODE_OF else None}
+    if mode in MINEDRAFT_MODE_OF:
+        row["minedraft_mode"] = MINEDRAFT_MODE_OF[mode]
         row["probe_steps"] = int(sum(s["counters"].get("minedraft:probe_steps", 0) for s in samples))
         row.update(paired_ratio(samples, stock))
     if base and mode != "no_sd":
@@ -554,7 +555,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
            f"tokens (short: {meta.get('repeats')} repeats, long: {meta.get('long_repeats')}), engine core "
            f"{meta.get('engine_core', '?')}. Cells: MineDraft / stock SD tok/s, median of per-repeat ratios "
            "(min-max).", ""]
-    for mode in MINEDRAFT_MODE_ENV:
+    for mode in MINEDRAFT_MODE_OF:
         for comparison in COMPARISONS:
             for length in sorted({r["output_tokens"] for r in rows}):
                 mine = [r for r in rows if r["comparison"] == comparison and r["mode"] == mode
@@ -609,7 +610,7 @@ def plot(rows: list[dict], out_dir: Path, device_label: str) -> list[Path]:
         at = [r for r in rows if r["output_tokens"] == length]
         for draft in sorted({r["draft"] for r in at if r["draft"]}):
             paths.append(plot_throughput(at, draft, out_dir / f"throughput_{draft}_out{length}.png", device_label))
-            for mode in MINEDRAFT_MODE_ENV:
+            for mode in MINEDRAFT_MODE_OF:
                 for comparison in COMPARISONS:
                     name = f"ratio_{mode}_{comparison}_{draft}_out{length}.png"
                     paths.append(plot_ratio(at, draft, mode, comparison, out_dir / name, device_label))
@@ -798,7 +799,7 @@ def select_drafts(args, setup: Setup) -> list[str]:
 
 
 def sweep(setup: Setup, args) -> tuple[list[dict], dict]:
-    from minedraft.kit.prompts import token_windows
+    from modelkit.prompts import token_windows
 
     tokenizer = setup.pairs[args.drafts[0]][0]  # every model directory holds the kit's tokenizer
     prompts = token_windows(MAX_REQUESTS, args.prompt_tokens, seed=0, tokenizer_dir=tokenizer)
@@ -820,7 +821,7 @@ def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
             "long_concurrency": args.long_concurrency, "long_repeats": args.long_repeats,
             "sampling": "temperature 0, ignore_eos, no detokenization",
             "interleaved": setup.interleave, "engine_core": args.engine_core,
-            "modes": {m: MINEDRAFT_MODE_ENV.get(m) for m in MODES},
+            "modes": {m: MINEDRAFT_MODE_OF.get(m) for m in MODES},
             "engine": {k: v for k, v in setup.engine.items() if k != "model"},
             "worker_env": setup.env, "engine_starts": pool.starts,
             "sweep_seconds": round(elapsed, 1), **setup.meta}

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from minedraft.kit import build_kit
-from minedraft.launch.engine_args import Speculation, engine_kwargs
+from modelkit import build_kit
+from harness.engine_args import Speculation, engine_kwargs
 
 MODES = ["no_sd", "stock_sd", "minedraft_parallel"]
 

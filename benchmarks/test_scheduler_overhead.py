@@ -10,7 +10,7 @@ import pytest
 from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
-from minedraft.core.scheduler import MineDraftScheduler
+from minedraft.scheduling.scheduler import MineDraftScheduler
 
 NUM_REQUESTS = 32
 

@@ -36,7 +36,7 @@ def _run_under_vllm_cpu() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from minedraft.config import MineDraftConfigError
+    from minedraft.config.validation import MineDraftConfigError
 
     _refuse_other_vllm_releases()
     _run_under_vllm_cpu()

@@ -11,10 +11,10 @@ import os
 from typing import Any
 
 from minedraft import registry
-from minedraft.config import MineDraftConfigError, validate_engine_args, validate_vllm_config
-from minedraft.drafter.frontend import select_process_drafter
+from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
+from minedraft.process_drafter.frontend import select_process_drafter
 from minedraft.log import get_logger
-from minedraft.settings import CONFIG_KEY
+from minedraft.config.settings import CONFIG_KEY
 
 logger = get_logger(__name__)
 

@@ -9,7 +9,7 @@
 
 Profiles: ``cpu`` (fitted on the committed CPU measurements), ``h100-same-gpu``,
 ``h100-two-gpus``, ``h100-paper`` (published figures and stated assumptions, see
-minedraft/simulator/profile.py). Without ``--tau``/``--alpha`` the kit's acceptance
+minedraft/cost_model/profile.py). Without ``--tau``/``--alpha`` the kit's acceptance
 is used (τ = 2.40 at k = 3, α = 0.665).
 
 ``--check`` reads either a step_overlap.json or a sweep's summary.json (told apart
@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minedraft.simulator.model import COMPARISONS, KIT_AGREEMENT, KIT_TAU, KIT_TAU_K, Workload, acceptance, choose_mode, predict
+from minedraft.cost_model.model import COMPARISONS, KIT_AGREEMENT, KIT_TAU, KIT_TAU_K, Workload, acceptance, choose_mode, predict
 from analysis.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
-from minedraft.simulator.profile import ForwardCost, LatencyProfile
-from minedraft.simulator.calibrate import PROFILE_NAMES, profile_by_name
+from minedraft.cost_model.profile import ForwardCost, LatencyProfile
+from minedraft.cost_model.calibrate import PROFILE_NAMES, profile_by_name
 
 LABELS = {"equal_concurrency": "equal concurrency: every mode runs N requests",
           "paper": "paper setting: MineDraft runs 2N (two groups of N), stock SD and no SD run N"}

@@ -31,14 +31,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minedraft.simulator.calibrate import (
+from minedraft.cost_model.calibrate import (
     CPU_STEP_OVERLAP_JSON,
     EngineRow,
     fit_engine_and_speed,
     fit_engine_overhead_rows,
     fit_step_overlap,
 )
-from minedraft.simulator.model import (
+from minedraft.cost_model.model import (
     KIT_TAU,
     KIT_TAU_K,
     Workload,
@@ -47,10 +47,10 @@ from minedraft.simulator.model import (
     predict,
     predict_mode,
 )
-from minedraft.simulator.profile import LatencyProfile, ModelShape, draft_cost_ratio
+from minedraft.cost_model.profile import LatencyProfile, ModelShape, draft_cost_ratio
 
 FORMATS = ("step_overlap", "summary")
-# A summary row's mode (minedraft.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
+# A summary row's mode (harness.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
 SUMMARY_MODES = {"no_sd": "no_sd", "stock_sd": "stock_sd", "minedraft": "minedraft_parallel",
                  "minedraft_parallel": "minedraft_parallel", "minedraft_auto": "minedraft_parallel"}
 # step_overlap.json's measured modes -> the model's modes.
@@ -61,7 +61,7 @@ MEASURED_MODES = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_overlap"
 DRAFT_FIXED_SCALINGS = ("flops", "layers", "none")
 NO_DRAFT = "none"  # the draft column of rows without speculative decoding
 # Where the sweep writes its summary in a source checkout.
-CPU_SUMMARY_JSON = CPU_STEP_OVERLAP_JSON.with_name("summary.json")
+CPU_SUMMARY_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cpu" / "summary.json"
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def cpu_profiles(calibration: str | Path, ks: Iterable[int], *,
 def kit_model_shapes(names: Iterable[str]) -> dict[str, ModelShape]:
     """Shapes of kit models (``target``, ``draft_perturbed``, ``draft_small``) from their
     ``config.json`` (builds the kit on first use; cached afterwards)."""
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     kit = build_kit()
     return {n: ModelShape.from_config(n, json.loads((Path(getattr(kit, n)) / "config.json").read_text()))
@@ -286,7 +286,7 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
       or ``meta``, as the sweep runs it): the model's own prediction, whose drain
       and single-request fallbacks are what ``parallel_step_fraction`` counts.
       Otherwise (``auto``) a share ``parallel_step_fraction`` of its steps in
-      parallel mode (:func:`~minedraft.simulator.model.blend_parallel`; missing: 1).
+      parallel mode (:func:`~minedraft.cost_model.model.blend_parallel`; missing: 1).
       The overlap lane unless the row says ``lane: serial``.
     * Drafter: a row whose ``draft`` is not the calibration's has its drafter
       forwards scaled by the two drafts' FLOPs per token (``config.json``;

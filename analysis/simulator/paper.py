@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from minedraft.simulator.model import Workload, predict
-from minedraft.simulator.profile import (
+from minedraft.cost_model.model import Workload, predict
+from minedraft.cost_model.profile import (
     EAGLE_VICUNA_33B,
     H100_SXM,
     L40,

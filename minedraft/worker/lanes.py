@@ -13,7 +13,7 @@ One interface, three implementations:
   yet validated on a GPU (no GPU was available when it was written).
 * :class:`InlineLane`: runs the job at submission (debugging, measurements).
 * :class:`RemoteLane`: the job runs in the process drafter's own process
-  (minedraft/drafter/): ``submit`` sends it, ``wait`` collects its drafts.
+  (minedraft/process_drafter/): ``submit`` sends it, ``wait`` collects its drafts.
 
 ``submit`` never blocks on the job; ``wait`` returns its result or re-raises
 its exception in the caller's thread, so a failing draft surfaces as an

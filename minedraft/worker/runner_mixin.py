@@ -37,11 +37,11 @@ import time
 
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft import envs
-from minedraft.core.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.drafter.proposer import RemoteDraftProposer
+from minedraft.config import environment
+from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.process_drafter.proposer import RemoteDraftProposer
 from minedraft.log import get_logger
-from minedraft.settings import MineDraftSettings
+from minedraft.config.settings import MineDraftSettings
 from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts, snapshot_nbytes
 from minedraft.worker.lanes import Lane, RemoteLane
 from minedraft.worker.step_profile import StepProfiler
@@ -144,7 +144,7 @@ class MineDraftRunnerMixin:
         if isinstance(self.draft_lane, RemoteLane):  # the job runs in the drafter's process
             self.draft_lane.submit(job)
             return
-        job = _inject_fault(job, envs.fault_injection())
+        job = _inject_fault(job, environment.injected_faults())
         run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
         self.draft_lane.submit(run)
 
@@ -230,11 +230,11 @@ def _merge(a: DraftTokenIds | None, b: DraftTokenIds | None) -> DraftTokenIds | 
     return DraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids)
 
 
-def _inject_fault(job: DraftJob, fault: str | None) -> DraftJob:
+def _inject_fault(job: DraftJob, faults: frozenset[str]) -> DraftJob:
     """Tests only (MINEDRAFT_INJECT_FAULT): a failing or a stalled draft job."""
-    if fault == "draft_lane":
+    if "draft_lane" in faults:
         return DraftJob(job.req_ids, _raise_injected_fault, (), {})
-    if fault == "draft_lane_stall":
+    if "draft_lane_stall" in faults:
         return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
     return job
 
@@ -245,11 +245,11 @@ def _raise_injected_fault():
 
 def _stalled(propose):
     def stalled(*args, **kwargs):
-        marker = envs.fault_marker()
+        marker = environment.fault_marker()
         if marker:
             with open(marker, "a") as f:
                 f.write("draft job started\n")
-        time.sleep(envs.fault_stall_s())
+        time.sleep(environment.fault_stall_s())
         return propose(*args, **kwargs)
 
     return stalled

@@ -1,4 +1,4 @@
-"""Unusual and invalid requests through one engine (a child, :mod:`minedraft.launch.child`).
+"""Unusual and invalid requests through one engine (a child, :mod:`harness.child`).
 
 The spec names the mode (``stock_sd`` or ``minedraft_parallel``). Each case records either the outputs or the error vLLM raised
 (type and message), then a plain greedy request checks the engine still works.
@@ -6,8 +6,8 @@ The spec names the mode (``stock_sd`` or ``minedraft_parallel``). Each case reco
 
 from __future__ import annotations
 
-from minedraft.launch.child import serve
-from minedraft.launch.engine_args import Speculation, engine_kwargs
+from harness.child import serve
+from harness.engine_args import Speculation, engine_kwargs
 
 MAX_MODEL_LEN = 512
 

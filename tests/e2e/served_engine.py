@@ -1,6 +1,6 @@
 """A real ``minedraft serve`` (or target-alone) server on 127.0.0.1, for tests.
 
-The launcher's server (:mod:`minedraft.launch.server`): its own process
+The launcher's server (:mod:`harness.server`): its own process
 session on a free port, ready when ``/health`` answers, its whole group
 stopped on exit; if it dies the test fails with the tail of its log.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from openai import OpenAI
 
-from minedraft.launch import server as launch_server
-from minedraft.launch.engine_args import Speculation, engine_kwargs
+from harness import server as launch_server
+from harness.engine_args import Speculation, engine_kwargs
 
 MODEL_NAME = "kit-target"
 LOG_TAIL_CHARS = launch_server.LOG_TAIL_CHARS

@@ -15,12 +15,12 @@ import random
 import pytest
 from vllm.engine.arg_utils import EngineArgs
 
-from minedraft.drafter.client import DrafterClient
-from minedraft.drafter.engine import SELF_CHECK_ENV
-from minedraft.drafter.frontend import draft_engine_kwargs
-from minedraft.drafter.history import SentHistories
-from minedraft.drafter.placement import DrafterDevice
-from minedraft.kit import build_kit
+from minedraft.process_drafter.client import DrafterClient
+
+from minedraft.process_drafter.frontend import draft_engine_kwargs
+from minedraft.process_drafter.history import SentHistories
+from minedraft.config.placement import DrafterDevice
+from modelkit import build_kit
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def start_drafter(log_dir, self_check: bool, **engine) -> DrafterClient:
     kwargs = {**draft_engine_kwargs(args, {"model": str(kit.draft_perturbed)}, device), **engine}
     with pytest.MonkeyPatch.context() as env:
         if self_check:
-            env.setenv(SELF_CHECK_ENV, "1")
+            env.setenv("MINEDRAFT_DRAFTER_SELF_CHECK", "1")
         return DrafterClient(kwargs, device, K, log_dir=str(log_dir))
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from minedraft.kit import build_kit
-from minedraft.sidebyside import run_mode
+from modelkit import build_kit
+from harness.sidebyside import run_mode
 
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}

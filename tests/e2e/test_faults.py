@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from minedraft.launch.child import run_once, serve
+from harness.child import run_once, serve
 
 
 K = 3
@@ -48,15 +48,15 @@ CHILD_TIMEOUT = 600
 
 
 def prompts() -> list[list[int]]:
-    from minedraft.kit.prompts import spread_lengths, token_windows
+    from modelkit.prompts import spread_lengths, token_windows
 
     lengths = spread_lengths(N_FIRST + N_SECOND, seed=61, min_tokens=8, max_tokens=160)
     return [token_windows(1, n, seed=700 + i)[0] for i, n in enumerate(lengths)]
 
 
 def engine_kwargs(kit, minedraft: bool) -> dict:
-    from minedraft.launch.engine_args import Speculation
-    from minedraft.launch.engine_args import engine_kwargs as mode_kwargs
+    from harness.engine_args import Speculation
+    from harness.engine_args import engine_kwargs as mode_kwargs
 
     common = dict(max_model_len=512, max_num_batched_tokens=256, enable_prefix_caching=True)
     if not minedraft:
@@ -72,7 +72,7 @@ def engine_kwargs(kit, minedraft: bool) -> dict:
 def run_reference() -> dict:
     from vllm import LLM, SamplingParams
 
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     llm = LLM(**engine_kwargs(build_kit(), minedraft=False))
     params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
@@ -87,7 +87,7 @@ def external(internal_id: str) -> str:
 def run_aborts() -> dict:
     from vllm import LLM, SamplingParams
 
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     llm = LLM(**engine_kwargs(build_kit(), minedraft=True))
     engine = llm.llm_engine
@@ -162,7 +162,7 @@ async def run_shutdown(marker: str) -> dict:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from minedraft.kit import build_kit
+    from modelkit import build_kit
 
     kw = engine_kwargs(build_kit(), minedraft=True)
     kw.pop("num_gpu_blocks_override")
@@ -297,17 +297,17 @@ GONE_WITHIN_S = 60
 def test_process_drafter_dies_with_a_killed_front_end(tmp_path):
     """SIGKILL to the front end (an offline ``LLM`` with the process drafter): vLLM's engine core
     and worker go, and so does the draft engine process (each ends with its parent:
-    minedraft/launch/lifetime.py)."""
+    minedraft/lifetime.py)."""
     import psutil
 
-    from minedraft.kit import build_kit
-    from minedraft.launch.child import Child
+    from modelkit import build_kit
+    from harness.child import Child
 
     kit = build_kit()
     spec = {"name": "front_end", "mode": "minedraft_parallel", "target": str(kit.target),
             "draft": str(kit.draft_perturbed), "k": K, "num_requests": 4, "seed": 0,
             "minedraft": {"drafter": "process", "drafter_device": "cpu:1"}}
-    child = Child(["-m", "minedraft.sidebyside"], spec, tmp_path, timeout_s=CHILD_TIMEOUT)
+    child = Child(["-m", "harness.sidebyside"], spec, tmp_path, timeout_s=CHILD_TIMEOUT)
     try:
         child.ready()  # the engine and its draft engine are up
         drafter = int(DRAFTER_UP.search(child.log_path.read_text()).group(1))

@@ -7,8 +7,8 @@ decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``), the latter also with its process drafter
 (``minedraft_process*`` scenarios: the draft engine on core 1) and with the kit's EAGLE-3 head
 (``minedraft_eagle3*``). Each engine runs in its own subprocess (this
-file run as a child, :mod:`minedraft.launch.child`, one engine per process, several workloads per engine),
-like :mod:`minedraft.sidebyside`. Every MineDraft workload must have run
+file run as a child, :mod:`harness.child`, one engine per process, several workloads per engine),
+like :mod:`harness.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
 
 vLLM 0.32.0 on CPU cannot chunk the prefill of a seeded request (the runner
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from minedraft.launch.child import run_once, serve
+from harness.child import run_once, serve
 
 
 K = 3
@@ -57,20 +57,20 @@ N_NGRAM, NGRAM_MAX_TOKENS = 18, 48
 # --------------------------------------------------------------------------
 
 def stop_prompts() -> list[list[int]]:
-    from minedraft.kit.prompts import spread_lengths, token_windows
+    from modelkit.prompts import spread_lengths, token_windows
 
     lengths = spread_lengths(N_STOP, seed=21, min_tokens=4, max_tokens=200)
     return [token_windows(1, n, seed=100 + i)[0] for i, n in enumerate(lengths)]
 
 
 def dist_prompts() -> list[list[int]]:
-    from minedraft.kit.prompts import token_windows
+    from modelkit.prompts import token_windows
 
     return token_windows(DIST_PROMPTS, DIST_PROMPT_TOKENS, seed=300)
 
 
 def abort_prompts() -> list[list[int]]:
-    from minedraft.kit.prompts import spread_lengths, token_windows
+    from modelkit.prompts import spread_lengths, token_windows
 
     lengths = spread_lengths(N_ABORT + N_AFTER_ABORT, seed=41, min_tokens=3, max_tokens=150)
     return [token_windows(1, n, seed=400 + i)[0] for i, n in enumerate(lengths)]
@@ -78,7 +78,7 @@ def abort_prompts() -> list[list[int]]:
 
 def ngram_prompts() -> list[list[int]]:
     """Repetitive prompts: a short window repeated, some with a fresh tail."""
-    from minedraft.kit.prompts import token_windows
+    from modelkit.prompts import token_windows
 
     prompts = []
     for i in range(N_NGRAM):
@@ -123,9 +123,9 @@ def pick_stops(probe: list[dict]) -> list[dict]:
 
 def engine_kwargs(scenario: str) -> dict:
     """Scenario -> engine: ``minedraft*`` scenarios run MineDraft pinned to parallel mode."""
-    from minedraft.kit import build_kit
-    from minedraft.launch.engine_args import Speculation
-    from minedraft.launch.engine_args import engine_kwargs as mode_kwargs
+    from modelkit import build_kit
+    from harness.engine_args import Speculation
+    from harness.engine_args import engine_kwargs as mode_kwargs
 
     kit = build_kit()
     mode = {"target": "no_sd", "stock_sd": "stock_sd"}.get(scenario, "minedraft_parallel")

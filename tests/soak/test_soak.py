@@ -30,7 +30,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 from served_engine import CHAT_TEMPLATE, MODEL_NAME, served  # noqa: E402
 
-from minedraft.kit import build_kit  # noqa: E402
+from modelkit import build_kit  # noqa: E402
 
 
 NUM_REQUESTS = 2000

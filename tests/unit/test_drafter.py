@@ -12,15 +12,15 @@ from vllm.utils.import_utils import resolve_obj_by_qualname
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 
-from minedraft.core.mode_prior import placement
-from minedraft.drafter.frontend import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
-from minedraft.drafter.history import Histories, SentHistories
-from minedraft.drafter.placement import DrafterDevice
-from minedraft.drafter.session_scheduler import KEEP_KEY, DraftSessionScheduler
-from minedraft.drafter.sessions import _common_prefix
-from minedraft.drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
-from minedraft.errors import MineDraftConfigError
-from minedraft.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.scheduling.mode_prior import placement
+from minedraft.registry import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
+from minedraft.process_drafter.history import Histories, SentHistories
+from minedraft.config.placement import DrafterDevice
+from minedraft.process_drafter.session_scheduler import KEEP_KEY, DraftSessionScheduler
+from minedraft.process_drafter.sessions import _common_prefix
+from minedraft.process_drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 from minedraft.worker.lanes import RemoteLane
 
 

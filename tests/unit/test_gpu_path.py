@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from minedraft import registry, selection
-from minedraft.config import _check_gpu_config, _keep_gpu_drafter_eager
-from minedraft.errors import MineDraftConfigError
+from minedraft.config.validation import _check_gpu_config, _keep_gpu_drafter_eager
+from minedraft.config.errors import MineDraftConfigError
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 from minedraft.worker.gpu_worker import MineDraftGPUWorker
@@ -113,7 +113,7 @@ class _Runner(MineDraftRunnerMixin, _Target):
 def test_where_the_job_is_submitted(before, order):
     from vllm.v1.core.sched.output import SchedulerOutput
 
-    from minedraft.core.output import MineDraftSchedulerOutput
+    from minedraft.scheduling.output import MineDraftSchedulerOutput
 
     runner = _Runner(before)
     plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], True)

@@ -13,18 +13,18 @@ import sys
 
 import pytest
 
-from minedraft.kit import Kit, build_kit
-from minedraft.kit import cache
-from minedraft.kit.build import MODELS, spec_hashes
-from minedraft.kit.eagle3 import AUX_LAYER_IDS
-from minedraft.kit.specs import (
+from modelkit import Kit, build_kit
+from modelkit import cache
+from modelkit.build import MODELS, spec_hashes
+from modelkit.eagle3 import AUX_LAYER_IDS
+from modelkit.specs import (
     EAGLE3_AGREEMENT_BAND,
     PERTURBED_AGREEMENT_BAND,
     SMALL_AGREEMENT_BAND,
     SMALL_ARCH,
     TARGET_ARCH,
 )
-from minedraft.kit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
+from modelkit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
 
 MODEL_FILES = ("config.json", "model.safetensors", "generation_config.json", cache.MARKER)
 
@@ -36,7 +36,7 @@ def kit() -> Kit:
 
 @pytest.fixture(scope="module")
 def tokenizer(kit):
-    from minedraft.kit.tokenizer import load_tokenizer
+    from modelkit.tokenizer import load_tokenizer
 
     return load_tokenizer(kit.tokenizer)
 
@@ -114,7 +114,7 @@ def test_cached_build_is_fast_and_needs_no_torch(kit):
     # A fresh interpreter shows the fast path neither builds nor imports torch.
     code = (
         "import sys, time; t = time.monotonic();"
-        "from minedraft.kit import build_kit; k = build_kit(sys.argv[1]);"
+        "from modelkit import build_kit; k = build_kit(sys.argv[1]);"
         "print(time.monotonic() - t, 'torch' in sys.modules, k.target)"
     )
     out = subprocess.run(
@@ -151,7 +151,7 @@ def test_lock_clears_crashed_staging_dirs(tmp_path):
 
 
 def test_mixed_prompts_are_deterministic_and_spread(kit, tokenizer):
-    from minedraft.kit.prompts import mixed_prompts
+    from modelkit.prompts import mixed_prompts
 
     prompts = mixed_prompts(24, seed=0, max_tokens=500, tokenizer_dir=kit.tokenizer)
     assert prompts == mixed_prompts(24, seed=0, max_tokens=500, tokenizer_dir=kit.tokenizer)
@@ -163,7 +163,7 @@ def test_mixed_prompts_are_deterministic_and_spread(kit, tokenizer):
 
 
 def test_shared_prefix_prompts_share_prefix_tokens(kit, tokenizer):
-    from minedraft.kit.prompts import shared_prefix_prompts
+    from modelkit.prompts import shared_prefix_prompts
 
     prompts = shared_prefix_prompts(
         6, seed=0, prefix_tokens=64, suffix_tokens=8, n_prefixes=2, tokenizer_dir=kit.tokenizer
@@ -178,14 +178,14 @@ def test_shared_prefix_prompts_share_prefix_tokens(kit, tokenizer):
 
 @pytest.fixture(scope="module")
 def agreement_prompts(kit):
-    from minedraft.kit.prompts import mixed_prompts
+    from modelkit.prompts import mixed_prompts
 
     return mixed_prompts(16, seed=3, max_tokens=128, tokenizer_dir=kit.tokenizer)
 
 
 def test_target_agrees_with_itself(kit, agreement_prompts):
     """Teacher-forced padded batches reproduce incremental greedy decoding."""
-    from minedraft.kit.agreement import greedy_agreement
+    from modelkit.agreement import greedy_agreement
 
     assert greedy_agreement(kit.target, kit.target, agreement_prompts[:8], 16) >= 0.99
 
@@ -195,7 +195,7 @@ def test_target_agrees_with_itself(kit, agreement_prompts):
     [("draft_perturbed", PERTURBED_AGREEMENT_BAND), ("draft_small", SMALL_AGREEMENT_BAND)],
 )
 def test_draft_agreement_in_documented_band(kit, agreement_prompts, name, band):
-    from minedraft.kit.agreement import greedy_agreement
+    from modelkit.agreement import greedy_agreement
 
     agreement = greedy_agreement(kit.target, getattr(kit, name), agreement_prompts, 32)
     assert band[0] <= agreement <= band[1], agreement
@@ -227,9 +227,9 @@ def test_eagle3_agreement_in_documented_band(kit):
 
 def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
     """Random init alone repeats one token; the kit's target must not."""
-    from minedraft.kit.greedy import greedy_continue
-    from minedraft.kit.models import load_model
-    from minedraft.kit.tokenizer import load_tokenizer
+    from modelkit.greedy import greedy_continue
+    from modelkit.models import load_model
+    from modelkit.tokenizer import load_tokenizer
 
     tok = load_tokenizer(kit.target)
     ids = [tok(p)["input_ids"] for p in agreement_prompts]
@@ -241,7 +241,7 @@ def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
 def test_large_pair_spec_is_larger_and_its_draft_hash_follows_its_target(monkeypatch):
     """The larger pair (benchmarks only) is built on demand; its cache key covers what its weights
     depend on, and its target has several times the kit target's compute per token."""
-    from minedraft.kit import large
+    from modelkit import large
 
     def per_token(arch):  # weights touched per token, embeddings aside
         h, f, layers = arch["hidden_size"], arch["intermediate_size"], arch["num_hidden_layers"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from minedraft.core.lanes import choose_held, is_balanced
+from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.worker.draft_job import DraftJob, as_lists, snapshot, snapshot_nbytes
 from minedraft.worker.lanes import InlineLane, ThreadLane
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from minedraft.launch.child import Child, ChildError, run_once
-from minedraft.launch.engine_args import CPU_DEFAULTS, Speculation, engine_kwargs, serve_flags
-from minedraft.modes import BENCH_MODES
-from minedraft.settings import CONFIG_KEY
+from harness.child import Child, ChildError, run_once
+from harness.engine_args import CPU_DEFAULTS, Speculation, engine_kwargs, serve_flags
+from harness.modes import BENCH_MODES
+from minedraft.config.settings import CONFIG_KEY
 
 SPEC = Speculation("/models/draft", 4)
 
@@ -50,7 +50,7 @@ def test_serve_flags_parse_back_to_the_same_engine_arguments():
 
 
 ECHO_CHILD = """
-from minedraft.launch.child import serve
+from harness.child import serve
 
 def make(spec):
     if spec.get("die"):

@@ -1,4 +1,4 @@
-"""minedraft/launch/lifetime.py: a process that ends with its parent, on a real process tree.
+"""minedraft/lifetime.py: a process that ends with its parent, on a real process tree.
 
 A parent process starts a child that calls ``end_with_parent`` and then blocks
 forever; the parent is SIGKILLed and the child must be gone. Both ways of
@@ -18,13 +18,13 @@ import textwrap
 import psutil
 import pytest
 
-from minedraft.launch import lifetime
+from minedraft import lifetime
 
 GONE_WITHIN_S = 30  # an upper bound for a loaded machine, not a pace: it ends within ~1 s
 
 CHILD = textwrap.dedent("""
     import os, sys, threading
-    from minedraft.launch import lifetime
+    from minedraft import lifetime
     if sys.argv[1] == "poll":
         lifetime._open_pidfd = lambda pid: None
     lifetime.end_with_parent(os.getppid(), "the test child")
@@ -60,7 +60,7 @@ def test_a_child_ends_when_its_parent_is_killed(how):
 
 def test_a_process_told_a_parent_it_does_not_have_ends_at_once():
     """As when the parent exited (and its pid was perhaps reused) before the watch began."""
-    code = "from minedraft.launch import lifetime; lifetime.end_with_parent(1, 'orphan'); print('not reached')"
+    code = "from minedraft import lifetime; lifetime.end_with_parent(1, 'orphan'); print('not reached')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGKILL and "not reached" not in done.stdout
     assert "of orphan" in done.stderr
@@ -68,7 +68,7 @@ def test_a_process_told_a_parent_it_does_not_have_ends_at_once():
 
 def test_one_watcher_per_process():
     """vLLM's worker inside its engine core calls it twice in one process: one thread watches."""
-    code = ("import os, threading; from minedraft.launch import lifetime; "
+    code = ("import os, threading; from minedraft import lifetime; "
             "a = lifetime.end_with_parent(os.getppid(), 'x'); n = threading.active_count(); "
             "b = lifetime.end_with_parent(os.getppid(), 'x'); print(a is b, threading.active_count() == n)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
 
-from minedraft.core.mode_policy import Load, ModePolicy
-from minedraft.core.mode_prior import make_prior, placement
-from minedraft.core.scheduler import MineDraftScheduler
+from minedraft.scheduling.mode_policy import Load, ModePolicy
+from minedraft.scheduling.mode_prior import make_prior, placement
+from minedraft.scheduling.scheduler import MineDraftScheduler
 
 LOAD8 = Load.of(8, 3)
 
@@ -173,13 +173,6 @@ def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
         make_prior("elsewhere")
 
 
-def test_packaged_calibration_is_the_committed_measurement():
-    from minedraft.simulator.calibrate import CPU_STEP_OVERLAP_JSON, PACKAGED_CPU_STEP_OVERLAP_JSON
-
-    assert PACKAGED_CPU_STEP_OVERLAP_JSON.read_bytes() == CPU_STEP_OVERLAP_JSON.read_bytes(), (
-        "copy benchmarks/results/cpu/step_overlap.json to minedraft/simulator/calibration/")
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     return fake_model_dir(tmp_path_factory.mktemp("model"))
@@ -227,7 +220,7 @@ def test_scheduler_feeds_the_policy_decode_steps(model_dir):
 def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
     """A parallel step's draft lane is joined in the engine's post-step, after
     update_from_output: its step time must run to the next schedule()."""
-    import minedraft.core.scheduler as scheduler_module
+    import minedraft.scheduling.scheduler as scheduler_module
 
     clock = [0.0]
     monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])

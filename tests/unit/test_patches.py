@@ -112,7 +112,7 @@ def test_forward_context_guard_notices_another_storage():
 def test_patch_engine_config_resolves_the_short_name():
     from vllm.config.scheduler import SchedulerConfig
 
-    from minedraft.core.scheduler import MineDraftScheduler
+    from minedraft.scheduling.scheduler import MineDraftScheduler
 
     config = SchedulerConfig(scheduler_cls="minedraft", max_model_len=512, is_encoder_decoder=False)
     assert config.get_scheduler_cls() is MineDraftScheduler
@@ -122,7 +122,7 @@ def test_patch_engine_config_refuses_a_bad_config_before_vllm_builds_it(tmp_path
     from scheduler_harness import fake_model_dir
     from vllm.engine.arg_utils import EngineArgs
 
-    from minedraft.config import MineDraftConfigError
+    from minedraft.config.validation import MineDraftConfigError
 
     args = EngineArgs(model=fake_model_dir(tmp_path), skip_tokenizer_init=True, scheduler_cls="minedraft")
     with pytest.raises(MineDraftConfigError, match="needs speculative decoding"):

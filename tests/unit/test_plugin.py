@@ -13,8 +13,8 @@ from vllm.engine.arg_utils import EngineArgs
 
 import minedraft.plugin
 from minedraft import registry
-from minedraft.config import MineDraftConfigError
-from minedraft.core.scheduler import MineDraftScheduler
+from minedraft.config.validation import MineDraftConfigError
+from minedraft.scheduling.scheduler import MineDraftScheduler
 from minedraft.monkeypatch import LEDGER, applied_patches
 
 

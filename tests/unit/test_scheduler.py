@@ -11,7 +11,7 @@ from scheduler_harness import prefilled, FakeWorker, fake_model_dir, make_reques
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
-from minedraft.core.scheduler import MineDraftScheduler
+from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ import pytest
 from scheduler_harness import fake_model_dir, make_scheduler
 from vllm.engine.arg_utils import EngineArgs
 
-from minedraft.core.scheduler import MineDraftScheduler
-from minedraft.errors import MineDraftConfigError
-from minedraft.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.scheduling.scheduler import MineDraftScheduler
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""GPU benchmark shapes (minedraft/kit/shapes.py): what can be checked without a GPU.
+"""GPU benchmark shapes (modelkit/shapes.py): what can be checked without a GPU.
 
 The directories must load as the right transformers configs, their arithmetic
 must match the published parameter counts, each pair must share a vocabulary
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from minedraft.kit.shapes import (
+from modelkit.shapes import (
     PAIRS,
     SHAPES,
     build_shapes,
@@ -35,7 +35,7 @@ def shape_dirs(tmp_path_factory, kit_tokenizer_dir):
 @pytest.fixture(scope="module")
 def kit_tokenizer_dir(tmp_path_factory):
     """A stand-in tokenizer directory: shapes only copy its files."""
-    from minedraft.kit.tokenizer import TOKENIZER_FILES
+    from modelkit.tokenizer import TOKENIZER_FILES
 
     path = tmp_path_factory.mktemp("tokenizer")
     for name in TOKENIZER_FILES:

@@ -1,4 +1,4 @@
-"""The cost model (minedraft.simulator) and its offline analysis (analysis.simulator): limits, fallback, comparisons, calibration, CPU check, the
+"""The cost model (minedraft.cost_model) and its offline analysis (analysis.simulator): limits, fallback, comparisons, calibration, CPU check, the
 summary check, the paper comparison and the report (no engine)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from analysis.simulator.__main__ import main
 from analysis.simulator.check import check, cpu_profiles, detect_format, draft_scales
 from analysis.simulator.paper import HEADLINES, compare_headlines, verdict
 from analysis.simulator.report import render_report
-from minedraft.simulator import (
+from minedraft.cost_model import (
     ForwardCost,
     LatencyProfile,
     ModelShape,
@@ -27,9 +27,9 @@ from minedraft.simulator import (
     predict_mode,
     tokens_per_verification,
 )
-from minedraft.simulator.calibrate import CPU_STEP_OVERLAP_JSON, fit_step_overlap, profile_by_name
-from minedraft.simulator.model import KIT_AGREEMENT, KIT_ALPHA, mode_time_ms, verification_survival
-from minedraft.simulator.profile import H100_SXM, QWEN3_8B, QWEN3_32B, kv_capacity
+from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON, fit_step_overlap, profile_by_name
+from minedraft.cost_model.model import KIT_AGREEMENT, KIT_ALPHA, mode_time_ms, verification_survival
+from minedraft.cost_model.profile import H100_SXM, QWEN3_8B, QWEN3_32B, kv_capacity
 
 # Bound on the CPU check, per (comparison, mode) and over all rows. Measured when this was written:
 # 3.2-8.5 % per mode (MineDraft rows out of sample), 5.9 % over all 54 rows.
@@ -279,7 +279,7 @@ def summary_from_step_overlap(data: dict, tau_of_k) -> list[dict]:
     return rows
 
 
-# The kit's config.json values (minedraft/kit/specs.py): the drafts' shapes without building the kit.
+# The kit's config.json values (modelkit/specs.py): the drafts' shapes without building the kit.
 KIT_CONFIGS = {
     "draft_perturbed": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
                         "head_dim": 64, "intermediate_size": 768, "vocab_size": 2048, "tie_word_embeddings": False},
@@ -506,7 +506,7 @@ def test_cli_check_summary_and_paper(capsys, synthetic_summary: Path):
 def test_engine_overhead_is_recovered_from_rows_of_mixed_workloads():
     """fit_engine_overhead_rows: rows of two output lengths and two acceptances, generated from a
     profile with a known engine overhead, give that overhead back."""
-    from minedraft.simulator.calibrate import EngineRow, fit_engine_overhead_rows
+    from minedraft.cost_model.calibrate import EngineRow, fit_engine_overhead_rows
 
     truth = profile_by_name("cpu", 3)
     truth = dataclasses.replace(truth, step_overhead_ms=2.5, step_overhead_per_request_ms=0.07)
@@ -527,7 +527,7 @@ def test_engine_overhead_is_recovered_from_rows_of_mixed_workloads():
 def test_engine_overhead_and_machine_speed_are_recovered():
     """fit_engine_and_speed: rows from the same engine on a machine 1.3x slower, with 2 ms + 0.05 ms per
     request of engine overhead per step, give both back."""
-    from minedraft.simulator.calibrate import EngineRow, fit_engine_and_speed
+    from minedraft.cost_model.calibrate import EngineRow, fit_engine_and_speed
 
     base = dataclasses.replace(profile_by_name("cpu", 3), step_overhead_ms=0.0, step_overhead_per_request_ms=0.0)
 

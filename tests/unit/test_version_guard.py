@@ -84,7 +84,7 @@ def test_register_on_another_vllm_logs_one_line_and_patches_nothing(monkeypatch)
 
 def test_package_and_simulator_import_without_vllm():
     proc = _run_with_vllm(None, """
-        import minedraft, minedraft.simulator, minedraft.plugin
+        import minedraft, minedraft.cost_model, minedraft.plugin
         minedraft.plugin.register()
         assert sys.modules["vllm"] is None, "something imported vLLM"
         print("imported", minedraft.__version__)
@@ -97,9 +97,9 @@ def test_package_and_simulator_import_without_vllm():
     )
 
 
-@pytest.mark.parametrize("module", ["minedraft.core.scheduler", "minedraft.worker.cpu_worker"])
+@pytest.mark.parametrize("module", ["minedraft.scheduling.scheduler", "minedraft.worker.cpu_worker"])
 def test_selecting_minedraft_classes_on_another_vllm_fails_in_one_line(module):
-    """``--scheduler-cls minedraft.core.scheduler.MineDraftScheduler`` (or the worker)
+    """``--scheduler-cls minedraft.scheduling.scheduler.MineDraftScheduler`` (or the worker)
     on another vLLM must not run unpatched: importing the class refuses."""
     proc = _run_with_vllm("0.33.1", f"""
         from minedraft._version import UnsupportedVLLMError

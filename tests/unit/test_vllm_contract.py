@@ -17,7 +17,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft.core.output import MineDraftSchedulerOutput
+from minedraft.scheduling.output import MineDraftSchedulerOutput
 from minedraft.worker import runner_mixin as model_runner
 from minedraft.worker.draft_job import DraftJob
 from minedraft.worker.lanes import InlineLane

@@ -37,9 +37,11 @@ import sys
 
 import pytest
 
+from minedraft.config import environment
+
 MODES = ("stock", "minedraft")
-MODE = os.environ.get("MINEDRAFT_UPSTREAM_SCHEDULER", "stock")
-REPORT_PATH = os.environ.get("MINEDRAFT_UPSTREAM_REPORT")
+MODE = environment.get("MINEDRAFT_UPSTREAM_SCHEDULER") or "stock"
+REPORT_PATH = environment.get("MINEDRAFT_UPSTREAM_REPORT")
 # Modules the swap must reach for it to count as done.
 REQUIRED_SWAPS = ("tests.v1.core.utils", "tests.v1.core.test_scheduler")
 
@@ -50,7 +52,7 @@ _errors: list[str] = []
 
 
 def _describe(scheduler) -> dict:
-    from minedraft.core.scheduler import MineDraftScheduler
+    from minedraft.scheduling.scheduler import MineDraftScheduler
 
     cls = type(scheduler)
     vllm_config = getattr(scheduler, "vllm_config", None)
@@ -97,7 +99,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from minedraft.core.scheduler import MineDraftScheduler
+    from minedraft.scheduling.scheduler import MineDraftScheduler
 
     for name, module in list(sys.modules.items()):
         if (name == "tests" or name.startswith("tests.")) and getattr(module, "Scheduler", None) is Scheduler:
@@ -147,7 +149,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         "exitstatus": int(exitstatus),
         "vllm_file": vllm.__file__,
         "vllm_version": vllm.__version__,
-        "minedraft_mode": os.environ.get("MINEDRAFT_MODE"),
+        "minedraft_mode": environment.get("MINEDRAFT_MODE"),
         "swapped_modules": sorted(_swapped),
         "errors": _errors,
         "collected": len(session.items),

@@ -124,7 +124,7 @@ def test_patch_applies_cleanly_to_the_sdist(source, patch, tmp_path):
 
 
 def test_0001_short_names_resolve_through_the_entry_point_group(patched):
-    from minedraft.core.scheduler import MineDraftScheduler
+    from minedraft.scheduling.scheduler import MineDraftScheduler
 
     scheduler = load(patched, "vllm/config/scheduler.py", "patched_vllm_config_scheduler")
     config = scheduler.SchedulerConfig(scheduler_cls="minedraft", max_model_len=512, is_encoder_decoder=False)
@@ -132,7 +132,7 @@ def test_0001_short_names_resolve_through_the_entry_point_group(patched):
     unknown = scheduler.SchedulerConfig(scheduler_cls="nosuch", max_model_len=512, is_encoder_decoder=False)
     with pytest.raises(ValueError, match=r"Unknown scheduler 'nosuch'; registered: \[.*'minedraft'.*\]"):
         unknown.get_scheduler_cls()
-    qualname = scheduler.SchedulerConfig(scheduler_cls="minedraft.core.scheduler.MineDraftScheduler",
+    qualname = scheduler.SchedulerConfig(scheduler_cls="minedraft.scheduling.scheduler.MineDraftScheduler",
                                          max_model_len=512, is_encoder_decoder=False)
     assert qualname.get_scheduler_cls() is MineDraftScheduler  # dotted names: unchanged
 
@@ -193,7 +193,7 @@ def test_0007_scheduler_output_carries_the_lane_plan(patched):
 
     from vllm.v1.core.sched.output import SchedulerOutput
 
-    from minedraft.core.output import MineDraftSchedulerOutput
+    from minedraft.scheduling.output import MineDraftSchedulerOutput
 
     output = load(patched, "vllm/v1/core/sched/output.py", "patched_vllm_v1_core_sched_output")
     empty = output.SchedulerOutput.make_empty()

@@ -29,6 +29,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from minedraft.config import environment
+
 VERSION = "0.32.0"
 SHA256 = "d2c957d5eee3d0985012151315ddc62cbe0cd368fc96a5fc3510438d9dddf2ad"
 KEEP = ("tests/", "vllm/", "csrc/", "pyproject.toml", "PKG-INFO")
@@ -37,7 +39,7 @@ PIP_TIMEOUT_S = 1800
 
 def cache_dir() -> Path:
     """Where the kept tree lives: ``$MINEDRAFT_VLLM_SRC`` or ``~/.cache/minedraft/vllm-src-VERSION``."""
-    return Path(os.environ.get("MINEDRAFT_VLLM_SRC") or os.path.expanduser(f"~/.cache/minedraft/vllm-src-{VERSION}"))
+    return Path(environment.get("MINEDRAFT_VLLM_SRC") or os.path.expanduser(f"~/.cache/minedraft/vllm-src-{VERSION}"))
 
 
 def fetch(dest: Path) -> Path:

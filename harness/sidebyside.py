@@ -1,0 +1,90 @@
+"""One workload through a real vLLM engine in one mode: target alone, stock SD
+or MineDraft. Used by the demo and the end-to-end tests.
+
+:func:`run_mode` runs the mode's engine in a child process
+(``python -m harness.sidebyside SPEC``, :mod:`harness.child`), so
+each engine (which spawns its own engine-core process) is isolated.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from harness.child import run_once, serve
+from harness.engine_args import Speculation, engine_kwargs
+
+
+def workload(seed: int, num_requests: int, vocab: int):
+    """Mixed prompt lengths (1..~500), max_tokens 1..100, some shared prefixes."""
+    rng = random.Random(seed)
+    shared = [rng.randrange(3, vocab) for _ in range(96)]
+    requests = []
+    for i in range(num_requests):
+        length = rng.choice([1, 2, 5, 17, 40, 90, 160, 300, 500]) if i % 3 else rng.randint(1, 500)
+        prompt = [rng.randrange(3, vocab) for _ in range(length)]
+        if i % 4 == 0:
+            prompt = shared + prompt[: max(1, length - 96)]
+        requests.append({"prompt_token_ids": prompt, "max_tokens": rng.randint(1, 100)})
+    return requests
+
+
+def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None,
+                          method: str = "draft_model") -> dict:
+    """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption."""
+    return engine_kwargs(mode, target, Speculation(draft, k, method), minedraft=minedraft, max_model_len=1024,
+                         enable_chunked_prefill=True, max_num_batched_tokens=128, enable_prefix_caching=True,
+                         num_gpu_blocks_override=48)
+
+
+def make_handler(spec: dict):
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
+                                      spec.get("method", "draft_model")))
+    reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
+    params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
+
+    def run(command: dict) -> dict:
+        # Pass 1 is cold (the engine's first requests), later passes warm (same requests again).
+        passes = []
+        for _ in range(command.get("passes", 1)):
+            start = time.perf_counter()
+            outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in reqs], params,
+                                use_tqdm=False)
+            elapsed = time.perf_counter() - start
+            tokens = [list(o.outputs[0].token_ids) for o in outs]
+            passes.append({"tokens": tokens, "output_tokens_per_s": sum(map(len, tokens)) / elapsed,
+                           "elapsed_s": elapsed})
+        return {"mode": spec["mode"], "metrics": engine_counters(llm), **passes[0],
+                "warm": [{k: v for k, v in p.items() if k != "tokens"} for p in passes[1:]],
+                "warm_tokens_equal": all(p["tokens"] == passes[0]["tokens"] for p in passes[1:])}
+
+    return run
+
+
+def engine_counters(llm) -> dict[str, float]:
+    """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels."""
+    metrics = {}
+    for m in llm.get_metrics():
+        if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
+                                    or m.name == "vllm:num_preemptions"):
+            metrics[m.name] = metrics.get(m.name, 0) + m.value
+    return metrics
+
+
+def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
+             env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None,
+             log_dir=None, method: str = "draft_model") -> dict:
+    """Run one mode (:data:`harness.modes.BENCH_MODES`) in a fresh engine; ``passes`` > 1
+    repeats the workload in the same engine (warm runs, under ``"warm"``). The engine's log
+    is ``<log_dir>/<mode>.log`` (a new temporary directory by default). ``draft`` is the
+    speculative config's model for ``method`` (``draft_model``, ``eagle3``, ...)."""
+    spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
+            "seed": seed, "minedraft": minedraft, "method": method}
+    return run_once(["-m", "harness.sidebyside"], spec, {"cmd": "run", "passes": passes}, env=env,
+                    timeout_s=timeout, log_dir=log_dir)
+
+
+if __name__ == "__main__":
+    serve(make_handler)

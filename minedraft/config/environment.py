@@ -1,0 +1,86 @@
+"""Every ``MINEDRAFT_*`` environment variable, in one table; the only module that reads them.
+
+Settings (``ENGINE_SETTINGS``) are a convenience beside ``--additional-config``:
+the front end reads them once (settings.py) and ships the result to the other
+processes inside vLLM's config. The rest are for the model kit, the tests and
+the project's own tooling; the runtime reads only the fault hooks, and only in
+tests' engines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    setting: str | None  # the MineDraftSettings field it sets, if any
+    reader: str  # who reads it
+    meaning: str
+
+
+VARIABLES = (
+    Variable("MINEDRAFT_MODE", "mode", "front end", "auto (default), parallel or stock"),
+    Variable("MINEDRAFT_LANE", "lane", "front end", "overlap (default) or serial: where deferred drafts run"),
+    Variable("MINEDRAFT_LANE_THREADS", "lane_threads", "front end",
+             "intra-op threads of the CPU draft thread (default 1; 0: torch's default)"),
+    Variable("MINEDRAFT_STEP_PROFILE", "step_profile", "front end", "append per-step lane timings to this file"),
+    Variable("MINEDRAFT_DRAFTER", "drafter", "front end", "in-process (default) or process"),
+    Variable("MINEDRAFT_DRAFTER_DEVICE", "drafter_device", "front end",
+             "the process drafter's hardware: cpu:<cores> or cuda:<indices>"),
+    Variable("MINEDRAFT_DRAFTER_TIMEOUT_S", "drafter_timeout_s", "front end",
+             "how long the target waits for a process drafter's drafts (default 2)"),
+    Variable("MINEDRAFT_CAPTURE_MAX_MIB", "capture_max_mib", "front end",
+             "largest deferred draft call copied for the lane (default 64); larger ones draft inline"),
+    Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
+    Variable("MINEDRAFT_INJECT_FAULT", None, "tests (worker, draft engine)",
+             "comma-separated faults: draft_lane, draft_lane_stall, drafter_stall, drafter_exit"),
+    Variable("MINEDRAFT_FAULT_MARKER", None, "tests (worker)", "a stalled draft job appends a line here"),
+    Variable("MINEDRAFT_FAULT_STALL_S", None, "tests (worker, draft engine)", "how long a stall lasts (default 5)"),
+    Variable("MINEDRAFT_DRAFTER_SELF_CHECK", None, "tests (draft engine)",
+             "1: the draft engine also drafts each request from scratch and reports mismatches"),
+    Variable("MINEDRAFT_VLLM_SRC", None, "tests/upstream", "where vLLM 0.32.0's sdist is kept"),
+    Variable("MINEDRAFT_UPSTREAM_SCHEDULER", None, "tests/upstream", "the scheduler vLLM's own suite runs against"),
+    Variable("MINEDRAFT_UPSTREAM_REPORT", None, "tests/upstream", "where that suite's JSON report is written"),
+)
+BY_NAME = {v.name: v for v in VARIABLES}
+# setting field -> variable
+ENGINE_SETTINGS = {v.setting: v.name for v in VARIABLES if v.setting is not None}
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value of a variable of the table (unset or empty: None)."""
+    if name not in BY_NAME:
+        raise KeyError(f"{name} is not in minedraft/config/environment.py's table")
+    return (os.environ if environ is None else environ).get(name) or None
+
+
+def kit_dir() -> str:
+    return get("MINEDRAFT_KIT_DIR") or os.path.expanduser("~/.cache/minedraft/kit-v1")
+
+
+def injected_faults() -> frozenset[str]:
+    return frozenset((get("MINEDRAFT_INJECT_FAULT") or "").split(",")) - {""}
+
+
+def fault_marker() -> str | None:
+    return get("MINEDRAFT_FAULT_MARKER")
+
+
+def fault_stall_s() -> float:
+    return float(get("MINEDRAFT_FAULT_STALL_S") or 5)
+
+
+def drafter_self_check() -> bool:
+    return get("MINEDRAFT_DRAFTER_SELF_CHECK") == "1"
+
+
+def markdown_table() -> str:
+    """The table as the README shows it."""
+    rows = ["| variable | sets | read by | meaning |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {f'`{v.setting}`' if v.setting else '-'} | {v.reader} | {v.meaning} |"
+             for v in VARIABLES]
+    return "\n".join(rows)

@@ -1,0 +1,16 @@
+"""The runtime's vocabulary of modes and draft-lane placements.
+
+* ``mode`` (a setting, see settings.py): ``auto`` (default: plain SD unless
+  parallel steps are measured to win, see scheduling/mode_policy.py),
+  ``parallel`` (every balanced step overlaps), ``stock`` (never).
+* Placements of the draft lane (``scheduling/mode_prior.py``): ``cpu-threads``
+  (a thread on the target's CPU cores), ``gpu-stream`` (a side stream on the
+  target's GPU), ``serial`` (no overlap), ``dedicated`` (hardware of its own).
+  The cost model's GPU layouts map onto them: ``h100-same-gpu`` is
+  ``gpu-stream``, ``h100-two-gpus`` and ``h100-paper`` are ``dedicated``.
+
+The benchmarks' row names (``no_sd``, ``stock_sd``, ...) are tooling: harness/modes.py.
+"""
+
+RUNTIME_MODES = ("auto", "parallel", "stock")
+PLACEMENTS = ("cpu-threads", "gpu-stream", "serial", "dedicated")

@@ -1,0 +1,143 @@
+"""MineDraft's settings: one frozen dataclass, parsed once, carried in vLLM's config.
+
+Sources, later ones winning: the defaults, the ``MINEDRAFT_*`` environment
+variables (a convenience) and ``additional_config["minedraft"]`` (vLLM's own
+field: ``--additional-config '{"minedraft": {"mode": "parallel"}}'`` on the
+CLI, ``additional_config=`` offline). The front end parses and validates them
+once, before any model loads (each error is one line), and writes the result
+back into ``additional_config["minedraft"]``, which vLLM ships to the engine
+core and the workers inside ``VllmConfig``: no other process reads the
+environment again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from minedraft.config.environment import ENGINE_SETTINGS, get
+from minedraft.config.placement import DrafterDevice
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.modes import RUNTIME_MODES
+
+CONFIG_KEY = "minedraft"  # the key under vLLM's additional_config
+LANES = ("overlap", "serial")
+
+# field -> environment variable (the table: environment.py)
+ENV = ENGINE_SETTINGS
+DRAFTERS = ("in-process", "process")
+
+
+@dataclass(frozen=True)
+class MineDraftSettings:
+    # auto: plain SD unless parallel steps are measured to win (core/mode_policy.py);
+    # parallel: every balanced step overlaps; stock: never.
+    mode: str = "auto"
+    # Where deferred drafts run: overlap (a thread on CPU, a CUDA stream on GPU)
+    # or serial (inline at the start of the next step; debugging, measurements).
+    lane: str = "overlap"
+    # Intra-op threads of the CPU draft thread; None keeps torch's default.
+    # One by default: a lane thread with its own multi-threaded OpenMP team left
+    # the main lane's fallback steps 2.5x slower after the lane had run
+    # (measured: one request, 128 tokens, 2,008 ms against 853 ms with one lane
+    # thread and 646 ms drafting serially), and parallel steps were no faster.
+    lane_threads: int | None = 1
+    # Measurements: append per-step lane timings (JSON lines) to this file.
+    step_profile: str | None = None
+    # Where the draft model runs: in the target's worker (vLLM's drafter, on the
+    # draft lane) or as vLLM's own engine in a process of its own (minedraft/process_drafter/).
+    drafter: str = "in-process"
+    # The process drafter's hardware: ``cpu:<cores>`` (e.g. ``cpu:1``, ``cpu:2-3``)
+    # or ``cuda:<indices>`` (e.g. ``cuda:1``; several: the draft's tensor parallelism).
+    drafter_device: str | None = None
+    # How long the target waits for a process drafter's drafts before it
+    # verifies without them (exact either way; counted in minedraft:late_drafts).
+    drafter_timeout_s: float = 2.0
+    # The most a deferred draft call may copy (its inputs, EAGLE's target hidden
+    # states included: T x H x dtype bytes, 3x that for EAGLE-3, T = the step's
+    # scheduled tokens). A larger step (a long prefill chunk) drafts inline
+    # instead: exact either way, it only loses that step's overlap. 0: never defer.
+    capture_max_mib: float = 64.0
+
+    def __post_init__(self) -> None:
+        for name in ENV:
+            _check(name, getattr(self, name), name)
+        if self.drafter == "process" and self.drafter_device is None:
+            raise MineDraftConfigError(
+                "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE=cpu:<cores> or cuda:<index> "
+                "(or additional_config[\"minedraft\"][\"drafter_device\"]).")
+
+    # ------------------------------------------------------------------ parsing
+    @classmethod
+    def parse(cls, additional_config: Mapping[str, Any] | None = None,
+              environ: Mapping[str, str] | None = None) -> MineDraftSettings:
+        """Defaults < ``MINEDRAFT_*`` < ``additional_config["minedraft"]``, validated."""
+        values = {name: _check(name, _from_env(name, get(var, environ)), var)
+                  for name, var in ENV.items() if get(var, environ)}
+        given = (additional_config or {}).get(CONFIG_KEY) or {}
+        if not isinstance(given, Mapping):
+            raise MineDraftConfigError(f"additional_config[{CONFIG_KEY!r}] must be an object, got {given!r}.")
+        unknown = sorted(set(given) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise MineDraftConfigError(
+                f"unknown setting(s) {', '.join(map(repr, unknown))} in additional_config[{CONFIG_KEY!r}]; "
+                f"known: {', '.join(f.name for f in dataclasses.fields(cls))}.")
+        for name, value in given.items():
+            _check(name, value, f"additional_config[{CONFIG_KEY!r}][{name!r}]")
+        return cls(**{**values, **given})
+
+    @classmethod
+    def of(cls, vllm_config: Any) -> MineDraftSettings:
+        """The settings the front end put into ``vllm_config``; parsed here only for
+        configs that never went through the front end (tests that build a scheduler
+        or an engine core directly)."""
+        carried = (getattr(vllm_config, "additional_config", None) or {}).get(CONFIG_KEY)
+        if isinstance(carried, Mapping) and carried.get("_resolved"):
+            return cls(**{k: v for k, v in carried.items() if k != "_resolved"})
+        return cls.parse(getattr(vllm_config, "additional_config", None))
+
+    def to_config(self) -> dict[str, Any]:
+        """What goes into ``additional_config["minedraft"]``: resolved, so no other
+        process reads the environment again."""
+        return {**dataclasses.asdict(self), "_resolved": True}
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
+
+
+def _check(name: str, value: Any, source: str) -> Any:
+    """``value`` if valid for setting ``name``; else one line naming where it came from."""
+    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS}.get(name)
+    if choices is not None and value not in choices:
+        raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
+    if name == "lane_threads" and value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise MineDraftConfigError(f"{source}={value!r}: lane_threads must be a positive integer or null.")
+    if name == "step_profile" and value is not None and not isinstance(value, str):
+        raise MineDraftConfigError(f"{source}={value!r}: step_profile must be a file path.")
+    if name == "drafter_device" and value is not None:
+        DrafterDevice.parse(value, source)
+    if name == "drafter_timeout_s" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                        or not value > 0):
+        raise MineDraftConfigError(f"{source}={value!r}: drafter_timeout_s must be a positive number of seconds.")
+    if name == "capture_max_mib" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not value >= 0):
+        raise MineDraftConfigError(f"{source}={value!r}: capture_max_mib must be a number of MiB >= 0.")
+    return value
+
+
+def _from_env(name: str, raw: str) -> Any:
+    if name in ("drafter_timeout_s", "capture_max_mib"):
+        try:
+            return float(raw)
+        except ValueError:
+            raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not a number.") from None
+    if name != "lane_threads":
+        return raw
+    try:
+        threads = int(raw)
+    except ValueError:
+        raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not an integer.") from None
+    return threads if threads > 0 else None  # 0: torch's default

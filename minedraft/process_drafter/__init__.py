@@ -1,0 +1,25 @@
+"""The process drafter: the draft model as vLLM's own engine, in a process and on hardware of its own.
+
+Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
+(``cpu:<cores>`` or ``cuda:<indices>``). The path of a draft job:
+
+* ``selection.py`` (front end) keeps the user's ``--speculative-config`` but
+  hands the target engine vLLM's ``custom_class`` method with
+  :class:`~minedraft.process_drafter.proposer.RemoteDraftProposer`: the target's
+  worker loads no draft model and allocates no KV cache for it;
+* ``proposer.py`` (target worker) turns each ``propose`` into a job holding
+  only the tokens each request gained since its last job;
+* ``client.py`` starts the draft engine process, sends jobs and collects
+  drafts with a bound; a late or dead drafter means verifying without drafts;
+* ``engine.py`` (the drafter's process) keeps the token histories and drafts
+  k tokens per request greedily with vLLM's ``LLM``;
+* ``sessions.py`` keeps each request's draft KV in that engine from job to
+  job (one streaming-input session per request), and
+  ``session_scheduler.py`` rolls a session back to the tokens the target
+  accepted;
+* ``placement.py``: ``cpu:``/``cuda:`` device strings and the process's binding.
+
+The two-batch pipeline is MineDraft's usual one (core/scheduler.py,
+worker/runner_mixin.py): in a parallel step the job of the group verified
+last step is sent when the step starts and collected when it ends.
+"""

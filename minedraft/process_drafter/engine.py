@@ -1,0 +1,108 @@
+"""The drafter's process: vLLM's engine of the draft model, answering draft jobs.
+
+Started by :mod:`minedraft.process_drafter.client` as ``python -m
+minedraft.process_drafter.engine SPEC_JSON``. It ends with the process that started
+it (minedraft/lifetime.py, and end of input), binds itself to its cores,
+builds ``LLM`` (engine core in this process; prefix caching off: the draft
+sessions keep each request's KV), warms up and
+says ``{"ready": ...}``. Then, per JSON line on stdin::
+
+    {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids]}
+
+it applies the histories (minedraft/process_drafter/history.py) and drafts k tokens
+greedily for each id of ``draft`` in that request's draft session
+(minedraft/process_drafter/sessions.py: its KV stays from job to job), answering one
+line::
+
+    {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
+
+Replies go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the
+log file the client gives as stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from minedraft.config import environment
+from minedraft.process_drafter.history import Histories
+from minedraft.process_drafter.sessions import DraftSessions
+from minedraft.lifetime import end_with_parent
+
+
+
+class DraftEngine:
+    """Histories plus the draft model's engine and its sessions: one job at a time."""
+
+    def __init__(self, llm, k: int) -> None:
+        self.llm, self.k = llm, k
+        self.histories = Histories()
+        self.self_check = environment.drafter_self_check()  # tests: also draft from scratch and compare
+        self.sessions = DraftSessions(llm, k, spare_slots=1 if self.self_check else 0)  # the check's requests
+        self.max_model_len = llm.llm_engine.model_config.max_model_len
+        self.faults = environment.injected_faults()
+        self.jobs = 0
+
+    def handle(self, job: dict) -> dict:
+        started = time.perf_counter()
+        self.jobs += 1
+        self._inject_fault()
+        released = job.get("release", ())
+        resync = self.histories.apply(released, job.get("updates", ()))
+        self.sessions.release([*released, *resync])
+        lost = set(resync)
+        ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
+               and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
+        drafted = self.sessions.draft({r: self.histories.tokens[r] for r in ids})
+        reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
+                 "draft_s": round(time.perf_counter() - started, 6)}
+        if self.self_check:
+            reply["self_check_mismatches"] = self._mismatches(drafted)
+        return reply
+
+    def _mismatches(self, drafted: dict[str, list[int]]) -> int:
+        """How many session drafts differ from drafting the same history as a new request."""
+        from vllm import SamplingParams
+
+        ids = list(drafted)
+        params = SamplingParams(temperature=0, max_tokens=self.k, ignore_eos=True, detokenize=False)
+        outputs = self.llm.generate([{"prompt_token_ids": self.histories.tokens[r]} for r in ids], params,
+                                    use_tqdm=False) if ids else []
+        return sum(drafted[r] != list(o.outputs[0].token_ids) for r, o in zip(ids, outputs))
+
+    def _inject_fault(self) -> None:
+        """Tests only (MINEDRAFT_INJECT_FAULT, comma-separated): ``drafter_stall`` sleeps
+        MINEDRAFT_FAULT_STALL_S (default 5) in its 3rd job, ``drafter_exit`` dies in its 12th."""
+        if "drafter_stall" in self.faults and self.jobs == 3:
+            time.sleep(environment.fault_stall_s())
+        if "drafter_exit" in self.faults and self.jobs == 12:
+            os._exit(3)
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    end_with_parent(spec["parent_pid"], "the draft engine")
+    if spec.get("cpu_affinity"):
+        os.sched_setaffinity(0, spec["cpu_affinity"])
+    reply = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    started = time.perf_counter()
+    from vllm import LLM
+
+    engine = DraftEngine(LLM(**spec["engine"]), spec["k"])
+    engine.sessions.draft({"warmup": [1, 2, 3]})  # first-call allocations
+    engine.sessions.release(["warmup"])
+    reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - started, 2),
+                            "max_model_len": engine.max_model_len}) + "\n")
+    for line in sys.stdin:
+        job = json.loads(line)
+        if job.get("cmd") == "quit":
+            break
+        reply.write(json.dumps(engine.handle(job)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

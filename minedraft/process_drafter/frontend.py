@@ -1,0 +1,92 @@
+"""The front end's part of the process drafter: the target engine gets a proposer, the drafter its engine.
+
+The user's ``--speculative-config`` names the draft model as for vLLM's
+``draft_model`` method. With ``MINEDRAFT_DRAFTER=process`` the target engine
+is given vLLM's ``custom_class`` method instead, with
+:class:`~minedraft.process_drafter.proposer.RemoteDraftProposer` as the class: the
+target's worker then loads no draft model and allocates no KV cache for one.
+The draft model's own arguments become the draft engine's (``LLM`` keyword
+arguments, carried to the worker in ``additional_config``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from minedraft.config.placement import DrafterDevice
+from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.log import get_logger
+
+logger = get_logger(__name__)
+
+# Keys of the speculative config that describe the draft model: they go to the draft engine.
+DRAFT_MODEL_KEYS = ("model", "method", "revision", "code_revision", "quantization", "max_model_len",
+                    "draft_tensor_parallel_size", "tensor_parallel_size", "enforce_eager", "kv_cache_dtype",
+                    "attention_backend", "moe_backend")
+
+
+def select_process_drafter(engine_args: Any, settings: Any) -> None:
+    """Rewrite ``engine_args.speculative_config`` for a process drafter; store the draft engine's arguments."""
+    spec = dict(engine_args.speculative_config)
+    method = spec.get("method") or "draft_model"
+    if method != "draft_model" or not spec.get("model"):
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
+            f"'draft_model' with a 'model', got method {method!r}.")
+    if (engine_args.tensor_parallel_size or 1) > 1:
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process serves a target at tensor parallelism 1 for now (each rank would start "
+            "its own draft engine); the draft's own parallelism comes from MINEDRAFT_DRAFTER_DEVICE.")
+    device = DrafterDevice.parse(settings.drafter_device)
+    if device.kind == "cuda" and 0 in device.indices:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
+    if device.kind == "cpu":
+        _warn_if_target_uses_drafter_cores(device)
+    k = spec["num_speculative_tokens"]
+    engine_args.additional_config = {**(engine_args.additional_config or {}),
+                                     DRAFT_ENGINE_KEY: draft_engine_kwargs(engine_args, spec, device)}
+    target_spec = {key: value for key, value in spec.items() if key not in DRAFT_MODEL_KEYS}
+    engine_args.speculative_config = {**target_spec, "method": "custom_class", "model": PROPOSER_QUALNAME,
+                                      "num_speculative_tokens": k}
+    logger.info("MineDraft process drafter: %s on %s, k=%d (the target engine loads no draft model)",
+                spec["model"], device, k)
+
+
+def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterDevice) -> dict[str, Any]:
+    """``LLM`` keyword arguments of the draft engine: the draft model, the target's numerics."""
+    kwargs = {
+        "model": spec["model"],
+        "revision": spec.get("revision"),
+        "code_revision": spec.get("code_revision"),
+        "quantization": spec.get("quantization"),
+        "max_model_len": spec.get("max_model_len") or engine_args.max_model_len,
+        "dtype": engine_args.dtype,
+        "seed": engine_args.seed if engine_args.seed is not None else 0,
+        "trust_remote_code": engine_args.trust_remote_code,
+        "load_format": engine_args.load_format,  # vLLM's in-worker drafter loads as the target does
+        "enforce_eager": spec.get("enforce_eager", engine_args.enforce_eager),
+        "block_size": engine_args.block_size,
+        "max_num_seqs": engine_args.max_num_seqs,
+        "tensor_parallel_size": device.tensor_parallel_size,
+        # Each request is a draft session whose KV stays between jobs and rolls back to the
+        # tokens the target accepted (sessions.py); rewritten KV must not sit in a prefix cache.
+        "enable_prefix_caching": False,
+        "scheduler_cls": DRAFT_SCHEDULER_QUALNAME,
+        "async_scheduling": False,
+        "skip_tokenizer_init": True,  # token ids in, token ids out
+    }
+    if device.kind == "cuda":
+        kwargs["gpu_memory_utilization"] = engine_args.gpu_memory_utilization
+    return {key: value for key, value in kwargs.items() if value is not None}
+
+
+def _warn_if_target_uses_drafter_cores(device: DrafterDevice) -> None:
+    bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    if bind in ("auto", "all", ""):
+        logger.warning(
+            "MineDraft process drafter on %s, but the target's OpenMP threads may use every core "
+            "(VLLM_CPU_OMP_THREADS_BIND=%s): bind the target elsewhere (e.g. VLLM_CPU_OMP_THREADS_BIND=0) "
+            "so the two do not share cores.", device, bind)

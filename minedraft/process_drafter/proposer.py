@@ -1,0 +1,156 @@
+"""RemoteDraftProposer: the target worker's drafter when the draft model runs in its own process.
+
+vLLM builds it through its ``custom_class`` speculative method (the front end
+puts it there, see frontend.py) and calls ``load_model`` (start the draft
+engine) and ``propose``. MineDraft's model runner routes ``propose`` to
+:meth:`RemoteDraftProposer.prepare` instead, because a job needs the
+requests' ids, which vLLM's proposer interface does not pass: the job keeps
+only the tokens each request gained since its last job, so it costs nothing
+to hold it until the next step. ``start`` sends it, ``finish`` waits for the
+drafts at most ``drafter_timeout_s``; without them the requests are verified
+without drafts (exact) and counted as late.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from minedraft.process_drafter.client import DrafterClient
+from minedraft.registry import DRAFT_ENGINE_KEY
+from minedraft.process_drafter.history import SentHistories, Update
+from minedraft.config.placement import DrafterDevice
+from minedraft.lifetime import end_with_vllm_parent
+from minedraft.log import get_logger
+from minedraft.config.settings import MineDraftSettings
+
+logger = get_logger(__name__)
+
+
+@dataclass
+class RemoteDraftJob:
+    """Drafts for ``req_ids`` (the batch's rows at capture); ``drafted`` are the rows that get some."""
+
+    req_ids: list[str]
+    drafted: list[str]
+    updates: list[Update]
+    released: list[str]
+    proposer: RemoteDraftProposer
+    job_id: int | None = None
+    sent_at: float | None = None  # set for inline jobs: their round trip is timed
+
+    def start(self) -> None:
+        if self.drafted or self.released:
+            self.job_id = self.proposer.client.send(
+                {"release": self.released, "updates": self.updates, "draft": self.drafted})
+
+    def finish(self) -> tuple[list[str], list[list[int]]]:
+        """(req_ids, drafts per row); rows the drafter did not answer in time get none."""
+        drafts: dict[str, list[int]] = {}
+        if self.drafted:
+            reply = self.proposer.client.receive(self.job_id, self.proposer.timeout_s)
+            self.proposer.stats.observe(reply, self.sent_at)
+            if reply is None:
+                # The drafter still applies this job's histories (jobs are processed in
+                # order), so the next job's updates start where this one's ended.
+                self.proposer.late_req_ids += self.drafted
+            else:
+                self.proposer.sent.forget(reply["resync"])
+                drafts = dict(zip(self.drafted, reply["drafts"]))
+        return self.req_ids, [drafts.get(r, []) for r in self.req_ids]
+
+    def run(self) -> tuple[list[str], list[list[int]]]:
+        """Inline (a plain-SD step): send and wait; the round trip is timed."""
+        self.sent_at = time.perf_counter()
+        self.start()
+        return self.finish()
+
+
+@dataclass
+class JobStats:
+    """Per-job costs of the process drafter, logged when it shuts down: for inline jobs (sent and
+    awaited at once) the round trip minus the engine's own time is the price of the process."""
+
+    jobs: int = 0
+    late: int = 0
+    draft_s: float = 0.0
+    inline_jobs: int = 0
+    inline_round_trip_s: float = 0.0
+    inline_draft_s: float = 0.0
+
+    def observe(self, reply: dict | None, sent_at: float | None) -> None:
+        """One job's reply (None: late or gone); ``sent_at``: when an inline job was sent."""
+        self.jobs += 1
+        if reply is None:
+            self.late += 1
+            return
+        self.draft_s += reply["draft_s"]
+        if sent_at is not None:
+            self.inline_jobs += 1
+            self.inline_round_trip_s += time.perf_counter() - sent_at
+            self.inline_draft_s += reply["draft_s"]
+
+    def summary(self) -> str:
+        line = f"{self.jobs} jobs ({self.late} late), {1e3 * self.draft_s / max(1, self.jobs - self.late):.1f} ms " \
+               "drafting per job in the draft engine"
+        if self.inline_jobs:
+            overhead = (self.inline_round_trip_s - self.inline_draft_s) / self.inline_jobs
+            line += f"; inline jobs: {1e3 * self.inline_round_trip_s / self.inline_jobs:.1f} ms round trip, " \
+                    f"{1e3 * overhead:.2f} ms of it outside the engine (pipes, JSON, wake-ups)"
+        return line
+
+
+class RemoteDraftProposer:
+    """vLLM ``custom_class`` proposer: jobs for the draft engine process (minedraft/process_drafter/)."""
+
+    def __init__(self, vllm_config: Any) -> None:
+        settings = MineDraftSettings.of(vllm_config)
+        self.engine_kwargs: dict[str, Any] = vllm_config.additional_config[DRAFT_ENGINE_KEY]
+        self.device = DrafterDevice.parse(settings.drafter_device)
+        self.timeout_s = settings.drafter_timeout_s
+        self.k = vllm_config.speculative_config.num_speculative_tokens
+        self.max_model_len = vllm_config.model_config.max_model_len
+        self.sent = SentHistories()
+        self.client: DrafterClient | None = None
+        self.late_req_ids: list[str] = []  # rows verified without their drafts, since the last take
+        self.stats = JobStats()
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        """vLLM's hook for loading the draft model: start its engine instead."""
+        # The draft engine ends with this worker; this worker (vLLM's own process) with its
+        # engine core, also if vLLM's death pipe does not get it out.
+        end_with_vllm_parent()
+        self.client = DrafterClient(self.engine_kwargs, self.device, self.k)
+        self.max_model_len = min(self.max_model_len, self.client.max_model_len)
+
+    def prepare(self, req_ids: list[str], sampled_token_ids: list[list[int]], num_tokens_no_spec,
+                token_ids_cpu, **_: Any) -> RemoteDraftJob:
+        """A job for the batch's rows, from vLLM's ``custom_class`` ``propose`` arguments."""
+        drafted, updates = [], []
+        for row, req_id in enumerate(req_ids):
+            length = int(num_tokens_no_spec[row])
+            # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
+            # or where k more tokens would pass the model length.
+            if not sampled_token_ids[row] or length + self.k > self.max_model_len:
+                continue
+            updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
+            drafted.append(req_id)
+        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released(), self)
+
+    def release(self, req_ids) -> None:
+        """Finished or preempted requests: dropped by the drafter with the next job."""
+        self.sent.release(req_ids)
+
+    def take_late(self) -> list[str]:
+        late, self.late_req_ids = self.late_req_ids, []
+        return late
+
+    def propose(self, *args: Any, **kwargs: Any):
+        raise RuntimeError("minedraft: the process drafter needs MineDraft's model runner "
+                           "(--scheduler-cls minedraft), which calls prepare() with the requests' ids.")
+
+    def shutdown(self) -> None:
+        if self.client is not None:
+            logger.info("MineDraft process drafter: %s", self.stats.summary())
+            self.client.close()

@@ -1,0 +1,226 @@
+"""MineDraftScheduler: vLLM's scheduler with two alternating decode groups.
+
+Each step verifies one group on the target while the draft lane proposes for
+the other group, whose verification was in the previous step; next step the
+roles swap. Only these hooks differ from vLLM's ``Scheduler``:
+
+* ``schedule``: before vLLM schedules, requests that must sit the step out get
+  ``next_decode_eligible_step`` one step ahead (vLLM's RUNNING loop skips them:
+  no tokens, no token budget, no ``allocate_slots``); afterwards the step is
+  classified as parallel or fallback and the lane plan is attached to the
+  output (``MineDraftSchedulerOutput``).
+* ``update_from_output``: the step's output tokens are noted for the mode
+  policy (``auto`` runs plain SD unless parallel steps are measured to win at
+  the current load, see core/mode_policy.py); the step's duration is taken
+  at the next ``schedule``, so it includes the engine's post-step, where a
+  parallel step joins the draft lane.
+* ``update_draft_token_ids``: drafts arriving for requests that were
+  preempted while on the draft lane are dropped; requests a process drafter
+  left without drafts (late or gone) are counted.
+* ``make_stats``: MineDraft's counters ride along with vLLM's.
+
+KV slots: a request's drafting reads and writes only positions whose blocks
+were allocated when it was verified (vLLM allocates 1 + k + lookahead slots),
+so a draft-only step allocates nothing. Everything else (admission, prefill
+and chunked prefill, preemption, acceptance accounting, rollback of rejected
+tokens) is vLLM's own code, unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from minedraft._version import require_supported_vllm
+
+# Before vLLM's imports: on another vLLM release they could fail less clearly,
+# or succeed and run this scheduler without the patches it relies on (the
+# plugin entry point installs none there).
+require_supported_vllm()
+
+from minedraft.log import get_logger
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.metrics.stats import SchedulerStats
+from vllm.v1.outputs import DraftTokenIds
+from vllm.v1.request import Request, RequestStatus
+
+from minedraft.scheduling.groups import choose_held, is_balanced
+from minedraft.scheduling.mode_policy import Load, ModePolicy
+from minedraft.scheduling.mode_prior import make_prior, placement
+from minedraft.scheduling.output import MineDraftSchedulerOutput
+from minedraft.lifetime import end_with_vllm_parent
+from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+from minedraft.config.settings import MineDraftSettings
+
+logger = get_logger(__name__)
+
+
+class _StepRecord(NamedTuple):
+    """A step as the mode policy sees it."""
+
+    parallel_allowed: bool
+    load: Load  # decodes == 0: the step verified and drafted nothing
+    started: float
+    tokens: int | None = None  # set by update_from_output
+
+
+class MineDraftScheduler(Scheduler):
+    # The step scheduled last; the next schedule() times it once
+    # update_from_output has counted its output tokens.
+    _last_step: _StepRecord | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # In vLLM's engine core process: SIGKILL once the front end has exited (workers
+        # follow through vLLM's death pipe; a draft engine follows its worker).
+        end_with_vllm_parent()
+        # Request ids whose drafting was deferred in the last step: the draft
+        # lane runs for them during the step being scheduled now.
+        self._drafting: set[str] = set()
+        # Request ids that sat out the last step and must be verified now.
+        self._due: set[str] = set()
+        self.minedraft_stats = MineDraftStats()
+        self.minedraft_totals = MineDraftStats()
+        self.settings = MineDraftSettings.of(self.vllm_config)
+        self.lane_placement = placement(self.vllm_config.device_config.device_type, self.settings.lane,
+                                        self.settings.drafter)
+        self.mode_policy = ModePolicy(self.settings.mode, prior=make_prior(self.lane_placement),
+                                      on_change=logger.info)
+        # Prefill and decode tokens of the last step: the load's mix for the next one.
+        self._last_mix = (0, 0)
+
+    @property
+    def drafting_req_ids(self) -> frozenset[str]:
+        """Requests whose drafts the lane makes during the next step."""
+        return frozenset(self._drafting)
+
+    @property
+    def overlap_enabled(self) -> bool:
+        return self.num_spec_tokens > 0
+
+    # ------------------------------------------------------------------ schedule
+    def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
+        if not self.overlap_enabled:
+            return super().schedule(throttle_prefills)
+        started = time.perf_counter()
+        self._time_finished_step(started)
+        load = self._current_load()
+        allowed = self.mode_policy.parallel_allowed(load)
+        self._hold_back_for_this_step(allowed)
+        output = super().schedule(throttle_prefills)
+        return self._plan_lanes(output, allowed, load, started)
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        step, self._last_step = self._last_step, None
+        # With nothing left to run the engine idles until the next request:
+        # that gap is not step time, so such a step is not timed.
+        if step is not None and self.has_unfinished_requests():
+            tokens = sum(len(ids) for ids in model_runner_output.sampled_token_ids)
+            self._last_step = step._replace(tokens=tokens)
+        return outputs
+
+    def _time_finished_step(self, now: float) -> None:
+        """Feed the mode policy the last step, timed from its schedule() to
+        this one: the engine joins the draft lane after update_from_output
+        (``take_draft_token_ids`` in its post-step), and a parallel step that
+        waits there must be charged for it."""
+        step, self._last_step = self._last_step, None
+        if step is not None and step.tokens is not None:
+            self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
+
+    def _decode_requests(self) -> list[Request]:
+        return [r for r in self.running if not r.is_prefill_chunk]
+
+    def _current_load(self) -> Load:
+        return Load.of(len(self._decode_requests()), self.num_spec_tokens, *self._last_mix)
+
+    def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
+        decodes = self._decode_requests()
+        drafting = [r for r in decodes if r.request_id in self._drafting]
+        due = [r for r in decodes if r.request_id in self._due and r.request_id not in self._drafting]
+        free = [r for r in decodes if r.request_id not in self._drafting and r.request_id not in self._due]
+        held_ids = set(
+            choose_held(
+                [r.request_id for r in drafting],
+                [r.request_id for r in due],
+                [r.request_id for r in free],
+            )
+            if parallel_allowed
+            else ()
+        )
+        # vLLM increments current_step at the start of schedule(); a request
+        # whose eligible step is current_step + 2 is skipped by that call only.
+        skip_until = self.current_step + 2
+        for request in drafting:
+            request.next_decode_eligible_step = skip_until
+        for request in free:
+            if request.request_id in held_ids:
+                request.next_decode_eligible_step = skip_until
+
+    def _plan_lanes(
+        self, output: SchedulerOutput, parallel_allowed: bool, load: Load, started: float
+    ) -> MineDraftSchedulerOutput:
+        scheduled = output.num_scheduled_tokens
+        running_ids = {r.request_id for r in self.running}
+        draft_only = [
+            rid for rid in self._drafting if rid in running_ids and rid not in scheduled
+        ]
+        # Decode requests not verified now: verified next step.
+        next_due = {
+            r.request_id
+            for r in self.running
+            if not r.is_prefill_chunk and r.request_id not in scheduled
+        }
+        parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
+        # Steps that verify or draft nothing tell the mode policy nothing.
+        has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
+        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started)
+        spec = output.scheduled_spec_decode_tokens
+        decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
+        self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
+        # Requests whose prefill is still in progress are scheduled again next
+        # step whatever the mode; only decode requests wait for their drafts.
+        self._drafting = (
+            {rid for rid in scheduled if not self.requests[rid].is_prefill_chunk}
+            if parallel
+            else set()
+        )
+        self._due = next_due
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
+                               probing=self.mode_policy.probing is not None)
+        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
+
+    # ------------------------------------------------------------------ drafts
+    def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
+        late = len(getattr(draft_token_ids, "late_req_ids", ()))
+        self.minedraft_stats.late_drafts += late
+        self.minedraft_totals.late_drafts += late
+        # A request preempted while its drafts were being made is waiting
+        # again; vLLM's own path never delivers drafts to such a request.
+        keep = [
+            i
+            for i, rid in enumerate(draft_token_ids.req_ids)
+            if (req := self.requests.get(rid)) is not None
+            and req.status == RequestStatus.RUNNING
+        ]
+        if len(keep) != len(draft_token_ids.req_ids):
+            draft_token_ids = DraftTokenIds(
+                [draft_token_ids.req_ids[i] for i in keep],
+                [draft_token_ids.draft_token_ids[i] for i in keep],
+            )
+        super().update_draft_token_ids(draft_token_ids)
+
+    # ------------------------------------------------------------------ stats
+    def make_stats(self, *args, **kwargs) -> SchedulerStats | None:
+        stats = super().make_stats(*args, **kwargs)
+        if stats is None or not self.overlap_enabled:
+            return stats
+        payload = dict(stats.kv_connector_stats or {})
+        payload[PAYLOAD_KEY] = self.minedraft_stats.to_payload()
+        stats.kv_connector_stats = payload
+        self.minedraft_stats = MineDraftStats()
+        return stats
+
