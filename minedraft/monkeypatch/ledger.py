@@ -50,8 +50,9 @@ LEDGER: dict[str, LedgerEntry] = {
         applied="plugin entry point, every vLLM process",
         why="SchedulerStats has no field for plugin statistics, and LLM.get_metrics() "
         "lists only vllm:* metrics.",
-        how="The scheduler sends its counters under kv_connector_stats['minedraft']; the "
-        "front end pops that key before vLLM's loggers run and exports minedraft:* "
+        how="The scheduler attaches its counters to SchedulerStats.extra['minedraft'] where vLLM "
+        "has that field (0003), else kv_connector_stats['minedraft'] (minedraft/metrics/stats.py); the "
+        "front end takes them off before vLLM's loggers run and exports minedraft:* "
         "Prometheus metrics plus a log line; the snapshot adds minedraft:* metrics.",
         upstream_diff="0003-scheduler-stats-extra.patch",
         related_pr=NOT_PROPOSED + " (the stat loggers must also forward the new field)",

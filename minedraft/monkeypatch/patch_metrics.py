@@ -1,10 +1,8 @@
 """Carry MineDraft's scheduler statistics to vLLM's front-end metrics.
 
-``SchedulerStats`` has no field for plugin statistics, so the scheduler puts
-them under the key ``minedraft`` of its ``kv_connector_stats`` dict (a dict
-survives the engine-core -> front-end serialization). ``StatLoggerManager``
-takes the key out before any vLLM logger sees it, so vLLM's connector logging
-is unaffected. ``get_metrics_snapshot`` (behind ``LLM.get_metrics()``) only
+The scheduler attaches its counters to ``SchedulerStats`` (the carrier, and
+why, in minedraft/metrics/stats.py); ``StatLoggerManager.record`` detaches
+them before any vLLM logger sees the stats, so vLLM's own logging is unaffected. ``get_metrics_snapshot`` (behind ``LLM.get_metrics()``) only
 lists ``vllm:*`` metrics; the wrapper adds ``minedraft:*``.
 
 Upstream diff: ``patches/0003-scheduler-stats-extra.patch``.
@@ -14,19 +12,14 @@ from __future__ import annotations
 
 import functools
 
-from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+from minedraft.metrics.stats import MineDraftStats, detach
 from minedraft.monkeypatch.patching import Patch, takes
 
 
 def _wrap_record(original):
     @functools.wraps(original)
     def record(self, scheduler_stats, *args, **kwargs):
-        payload = None
-        extra = getattr(scheduler_stats, "kv_connector_stats", None)
-        if extra and PAYLOAD_KEY in extra:
-            extra = dict(extra)
-            payload = extra.pop(PAYLOAD_KEY)
-            scheduler_stats.kv_connector_stats = extra or None
+        payload = detach(scheduler_stats) if scheduler_stats is not None else None
         if payload is not None:
             from minedraft.metrics.prometheus import MineDraftMetrics
 

@@ -50,7 +50,7 @@ from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftSchedulerOutput
 from minedraft.lifetime import end_with_vllm_parent
-from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
+from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.config.settings import MineDraftSettings
 
 logger = get_logger(__name__)
@@ -96,12 +96,15 @@ class MineDraftScheduler(Scheduler):
         return frozenset(self._drafting)
 
     @property
-    def overlap_enabled(self) -> bool:
+    def plans_lanes(self) -> bool:
+        """Whether this scheduler plans lanes at all: only when the engine speculates. In
+        every mode, ``stock`` too (whose policy simply never allows a parallel step), so
+        that the worker always gets a lane plan and the counters are comparable."""
         return self.num_spec_tokens > 0
 
     # ------------------------------------------------------------------ schedule
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
-        if not self.overlap_enabled:
+        if not self.plans_lanes:
             return super().schedule(throttle_prefills)
         started = time.perf_counter()
         self._time_finished_step(started)
@@ -216,11 +219,9 @@ class MineDraftScheduler(Scheduler):
     # ------------------------------------------------------------------ stats
     def make_stats(self, *args, **kwargs) -> SchedulerStats | None:
         stats = super().make_stats(*args, **kwargs)
-        if stats is None or not self.overlap_enabled:
+        if stats is None or not self.plans_lanes:
             return stats
-        payload = dict(stats.kv_connector_stats or {})
-        payload[PAYLOAD_KEY] = self.minedraft_stats.to_payload()
-        stats.kv_connector_stats = payload
+        attach(stats, self.minedraft_stats.to_payload())
         self.minedraft_stats = MineDraftStats()
         return stats
 

@@ -164,6 +164,13 @@ def test_0003_scheduler_stats_carry_an_extra_dict(patched):
     assert stats.SchedulerStats().extra == {}
     payload = {"minedraft": {"parallel_steps": 3.0}}
     assert stats.SchedulerStats(extra=payload).extra == payload
+    # MineDraft's carrier uses the field where vLLM has it, and leaves kv_connector_stats alone.
+    from minedraft.metrics.stats import attach, detach
+
+    carried = stats.SchedulerStats()
+    attach(carried, {"parallel_steps": 3})
+    assert carried.extra == {"minedraft": {"parallel_steps": 3}} and carried.kv_connector_stats is None
+    assert detach(carried) == {"parallel_steps": 3} and carried.extra == {}
 
 
 def test_0004_cpu_worker_builds_its_runner_through_a_hook(patched):

@@ -11,7 +11,7 @@ The comparison rule. A test *exercises speculative decoding* when a scheduler
 it built that MineDraft replaces (a ``MineDraftScheduler`` in the minedraft run,
 or exactly vLLM's ``Scheduler`` in the stock run) has a speculative config or
 ``num_spec_tokens > 0`` once the test has finished: exactly the schedulers in
-which MineDraft's lane planning is on (``overlap_enabled``). Every other test
+which MineDraft's lane planning is on (``plans_lanes``). Every other test
 that passes stock must pass with MineDraft, which must then behave exactly like
 vLLM. A spec-decode test that fails with MineDraft fails this module unless it
 is in ``KNOWN_SPEC_DIVERGENCES`` with the reason; the known ones are reported

@@ -1,0 +1,41 @@
+"""minedraft/metrics/stats.py: the counters and the one place that knows how they travel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vllm.v1.metrics.stats import SchedulerStats
+
+from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats, attach, detach
+
+
+def test_without_an_extra_field_the_payload_rides_in_kv_connector_stats_and_leaves_it_as_it_was():
+    stats = SchedulerStats(kv_connector_stats={"nixl": {"bytes": 1}})
+    attach(stats, MineDraftStats(parallel_steps=2).to_payload())
+    assert stats.kv_connector_stats[PAYLOAD_KEY]["parallel_steps"] == 2
+    assert MineDraftStats.from_payload(detach(stats)).parallel_steps == 2
+    assert stats.kv_connector_stats == {"nixl": {"bytes": 1}}
+
+    alone = SchedulerStats()
+    attach(alone, MineDraftStats().to_payload())
+    detach(alone)
+    assert alone.kv_connector_stats is None  # as vLLM would have sent it
+
+
+@dataclass
+class PatchedSchedulerStats(SchedulerStats):
+    """What patches/0003 adds (its upstream test applies the real diff)."""
+
+    extra: dict = field(default_factory=dict)
+
+
+def test_with_an_extra_field_the_payload_uses_it():
+    stats = PatchedSchedulerStats()
+    attach(stats, {"parallel_steps": 1})
+    assert stats.extra == {PAYLOAD_KEY: {"parallel_steps": 1}} and stats.kv_connector_stats is None
+    assert detach(stats) == {"parallel_steps": 1} and stats.extra == {}
+
+
+def test_stats_without_a_payload_are_left_alone():
+    stats = SchedulerStats(kv_connector_stats={"nixl": {}})
+    assert detach(stats) is None and stats.kv_connector_stats == {"nixl": {}}
