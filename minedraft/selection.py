@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from minedraft import registry
+from minedraft.config.environment import inherited
 from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
 from minedraft.process_drafter.frontend import select_process_drafter
 from minedraft.log import get_logger
@@ -51,7 +52,7 @@ V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 def force_v1_model_runner() -> None:
     """MineDraft subclasses vLLM's V1 model runner (MRV1): select it in this process and, through
     the environment they inherit, in the engine core and the workers started after this."""
-    value = os.environ.get(V2_RUNNER_ENV)
+    value = inherited(V2_RUNNER_ENV)
     if value not in (None, "", "0"):
         raise MineDraftConfigError(
             f"{V2_RUNNER_ENV}={value!r}: MineDraft runs on vLLM's V1 model runner; unset it.")

@@ -4,7 +4,9 @@ Settings (``ENGINE_SETTINGS``) are a convenience beside ``--additional-config``:
 the front end reads them once (settings.py) and ships the result to the other
 processes inside vLLM's config. The rest are for the model kit, the tests and
 the project's own tooling; the runtime reads only the fault hooks, and only in
-tests' engines.
+tests' engines. The few variables of vLLM and CUDA the runtime must respect are
+read here too (:func:`inherited`): no other module of the package reads the
+environment (tests/unit/config/test_environment.py checks).
 """
 
 from __future__ import annotations
@@ -56,6 +58,14 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     if name not in BY_NAME:
         raise KeyError(f"{name} is not in minedraft/config/environment.py's table")
     return (os.environ if environ is None else environ).get(name) or None
+
+
+def inherited(name: str) -> str | None:
+    """A variable MineDraft does not define but must respect (vLLM's, CUDA's): read here so
+    that this module stays the package's one reader of the environment."""
+    if name.startswith("MINEDRAFT_"):
+        raise KeyError(f"{name}: use get() (MineDraft's own variables are in the table)")
+    return os.environ.get(name) or None
 
 
 def kit_dir() -> str:

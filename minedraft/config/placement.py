@@ -12,6 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
 
 _SPEC = re.compile(r"^(cpu|cuda):([0-9,\-]+)$")
@@ -40,13 +41,13 @@ class DrafterDevice:
 
     def process_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
         """Environment of the draft engine's process: its hardware, its engine in-process."""
-        environ = dict(os.environ if environ is None else environ)
         env = {"VLLM_NO_USAGE_STATS": "1"}
         if self.kind == "cpu":
             env.update(VLLM_TARGET_DEVICE="cpu", VLLM_CPU_OMP_THREADS_BIND=",".join(map(str, self.indices)),
                        VLLM_ENABLE_V1_MULTIPROCESSING="0")
         else:
-            visible = environ.get("CUDA_VISIBLE_DEVICES")
+            visible = (environ.get("CUDA_VISIBLE_DEVICES") if environ is not None
+                       else inherited("CUDA_VISIBLE_DEVICES"))
             physical = [visible.split(",")[i] for i in self.indices] if visible else list(map(str, self.indices))
             env["CUDA_VISIBLE_DEVICES"] = ",".join(physical)
             # One GPU: the engine core in the drafter's process; several: vLLM's workers.

@@ -32,7 +32,7 @@ DRAFTERS = ("in-process", "process")
 
 @dataclass(frozen=True)
 class MineDraftSettings:
-    # auto: plain SD unless parallel steps are measured to win (core/mode_policy.py);
+    # auto: plain SD unless parallel steps are measured to win (scheduling/mode_policy.py);
     # parallel: every balanced step overlaps; stock: never.
     mode: str = "auto"
     # Where deferred drafts run: overlap (a thread on CPU, a CUDA stream on GPU)

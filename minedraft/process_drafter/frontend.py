@@ -11,13 +11,13 @@ arguments, carried to the worker in ``additional_config``).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from minedraft.config.placement import DrafterDevice
-from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
+from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.placement import DrafterDevice
 from minedraft.log import get_logger
+from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
 
 logger = get_logger(__name__)
 
@@ -84,7 +84,7 @@ def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterD
 
 
 def _warn_if_target_uses_drafter_cores(device: DrafterDevice) -> None:
-    bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto")
+    bind = inherited("VLLM_CPU_OMP_THREADS_BIND") or "auto"
     if bind in ("auto", "all", ""):
         logger.warning(
             "MineDraft process drafter on %s, but the target's OpenMP threads may use every core "

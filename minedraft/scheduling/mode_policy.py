@@ -7,7 +7,7 @@ always safe, so ``auto`` runs it by default and lets parallel steps in only
 where they are measured to win:
 
 * Prior. Before it measures anything, the policy asks the cost model (see
-  ``core/mode_prior.py``) for the predicted gain of parallel mode at the
+  ``scheduling/mode_prior.py``) for the predicted gain of parallel mode at the
   current load. Where the prior *rules parallel mode out* (predicted gain
   below ``1 + margin``: the lanes share the hardware, or the lane is serial),
   probes are rationed to ``ruled_out_budget`` of all decode steps: none by

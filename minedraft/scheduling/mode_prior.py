@@ -9,10 +9,10 @@ A *placement* says which hardware the draft lane shares with the target:
   per-step cost and can never beat plain SD at equal concurrency;
 * ``dedicated``: the drafter has hardware of its own (no prior: measure).
 
-The prior of a shared placement is the simulator's predicted gain
-(``minedraft.cost_model.choose_mode``: MineDraft / stock SD tokens/s at equal
+The prior of a shared placement is the cost model's predicted gain
+(``minedraft.cost_model.model.choose_mode``: MineDraft / stock SD tokens/s at equal
 concurrency) on a profile calibrated for that placement: the committed CPU
-step profile for the thread lane (``simulator/calibration/``, measured on
+step profile for the thread lane (``minedraft/cost_model/calibration/``, measured on
 this project's CPU machines), the published-figure H100 one-GPU profile for
 the CUDA stream (no GPU step profile has been measured yet). On the CPU
 profile the prediction stays below 1 up to 128 running requests at every k,

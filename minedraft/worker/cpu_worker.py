@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from minedraft._version import require_supported_vllm
 
-# Before vLLM's imports, as in core/scheduler.py: ``--worker-cls`` naming this
+# Before vLLM's imports, as in scheduling/scheduler.py: ``--worker-cls`` naming this
 # class on another vLLM must fail in one line, not run without its patches.
 require_supported_vllm()
 
