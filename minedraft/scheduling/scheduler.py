@@ -11,7 +11,7 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   output (``MineDraftSchedulerOutput``).
 * ``update_from_output``: the step's output tokens are noted for the mode
   policy (``auto`` runs plain SD unless parallel steps are measured to win at
-  the current load, see core/mode_policy.py); the step's duration is taken
+  the current load, see scheduling/mode_policy.py); the step's duration is taken
   at the next ``schedule``, so it includes the engine's post-step, where a
   parallel step joins the draft lane.
 * ``update_draft_token_ids``: drafts arriving for requests that were
@@ -73,7 +73,9 @@ class MineDraftScheduler(Scheduler):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # In vLLM's engine core process: SIGKILL once the front end has exited (workers
-        # follow through vLLM's death pipe; a draft engine follows its worker).
+        # follow through vLLM's death pipe; a draft engine follows its worker). Here because
+        # the scheduler is the first MineDraft code that runs in that process: a forked engine
+        # core inherits the front end's "plugins loaded" flag and never calls the plugin hook.
         end_with_vllm_parent()
         # Request ids whose drafting was deferred in the last step: the draft
         # lane runs for them during the step being scheduled now.
