@@ -14,8 +14,8 @@ k it measures, with CUDA events, medians over ``--iters``:
 
 Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_draft)). Needs no
 vLLM (runs where torch has CUDA): ``python benchmarks/gpu_overlap.py`` writes
-``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``. Not run yet: no GPU was lent to
-this work when it was written.
+``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``. It has never run: the project has
+had no CUDA GPU to run it on.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python -m analysis.simulator --profile cpu --k 3 --tau 2.4 --batch 4 8 16
     python -m analysis.simulator --profile h100-two-gpus --k 3 --alpha 0.7 --batch 8 16 32 64
-    python -m analysis.simulator --check benchmarks/results/cpu/step_overlap.json
+    python -m analysis.simulator --check minedraft/cost_model/calibration/cpu_step_overlap.json
     python -m analysis.simulator --check benchmarks/results/cpu/summary.json
     python -m analysis.simulator --paper
     python -m analysis.simulator --report benchmarks/results/simulator_report.md

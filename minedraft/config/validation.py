@@ -106,7 +106,7 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
 def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
     """vLLM captures the drafter's CUDA graphs into the target's graph pool, which assumes
     graphs replay one at a time; on the side stream they replay during the target's. Until
-    the drafter has a pool of its own, it runs eager (../shared/docs/gpu-path.md §3.5)."""
+    the drafter has a pool of its own, it runs eager (RFC.md §2.2, Lanes)."""
     spec = vllm_config.speculative_config
     if spec.method in MODEL_METHODS and not spec.enforce_eager:
         logger.info("MineDraft: the in-process drafter runs eager on GPU (speculative enforce_eager=True).")
@@ -114,7 +114,7 @@ def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
 
 
 def _check_gpu_config(vllm_config: VllmConfig) -> None:
-    """What the GPU side-stream lane's design does not cover yet (../shared/docs/gpu-path.md §0)."""
+    """What the GPU side-stream lane's design does not cover yet (RFC.md §2.2 and §7)."""
     parallel = vllm_config.parallel_config
     if parallel.tensor_parallel_size > 1:
         raise MineDraftConfigError(
