@@ -1,0 +1,190 @@
+"""How deep to speculate: the depth k' in 0..K for the next step, chosen from measured goodput.
+
+Speculation pays only at some loads: with a weak drafter, many running
+requests or a large K the target alone (k' = 0) or a shallow depth is faster,
+and the best depth moves with the load and with the text (a drafter predicts
+code and prose differently). The controller keeps one verdict per load and
+measures, per depth, the goodput that depth gave there (output tokens per
+second of whole steps, so acceptance, drafting and verification all count):
+
+* Verdict. A load starts at the verdict of the nearest load already measured,
+  else at the prior, else at K (what stock speculative decoding runs).
+* Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
+  controller probes its neighbours and 0 (speculation off) for ``probe_steps``
+  each and moves to the best if it beats the verdict by ``margin``; after a
+  move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps.
+  A probe that loses by ``early_stop_loss`` after ``min_probe_steps`` stops.
+* Drift. If the verdict's own goodput drifts by more than ``drift`` from what
+  it was when the verdict was made (the text changed, and with it the
+  acceptance), a round starts at once.
+* Settling. A step verifies drafts made one or two steps earlier (two in a
+  MineDraft parallel step), so after a change of depth ``settle_steps`` steps
+  are not counted for either depth.
+
+Outputs never depend on the depth (verification is exact); only speed does.
+Pure Python, no clock: the scheduler feeds it step durations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Rate:
+    tokens: int = 0
+    seconds: float = 0.0
+    steps: int = 0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.tokens += tokens
+        self.seconds += seconds
+        self.steps += 1
+
+    @property
+    def per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class _LoadState:
+    depth: int  # the verdict
+    rates: dict[int, _Rate] = field(default_factory=dict)  # this round's measurements, by depth
+    candidates: list[int] = field(default_factory=list)  # depths still to probe this round
+    probing: int | None = None
+    verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
+    last_round: int | None = None  # decode step when the last round ended
+
+    def rate(self, depth: int) -> _Rate:
+        return self.rates.setdefault(depth, _Rate())
+
+
+# The starting depth the cost model predicts for a load (running decode requests), or None.
+Prior = Callable[[int], "int | None"]
+
+
+@dataclass
+class DepthController:
+    max_depth: int
+    prior: Prior | None = None
+    baseline_steps: int = 12
+    probe_steps: int = 8
+    min_probe_steps: int = 3
+    settle_steps: int = 2
+    early_stop_loss: float = 0.10
+    exploit_steps: int = 300
+    margin: float = 0.03
+    drift: float = 0.20
+    on_change: Callable[[str], None] | None = None
+    # --- state
+    decode_steps: int = 0
+    probe_steps_run: int = 0
+    loads: dict[int, _LoadState] = field(default_factory=dict)
+    _last_depth: int | None = None
+    _unsettled: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
+
+    # ------------------------------------------------------------- decisions
+    def depth(self, load: int) -> int:
+        """The depth of the next step at ``load`` (its running decode requests, bucketed)."""
+        state = self._state(load)
+        chosen = state.probing if state.probing is not None else state.depth
+        if chosen != self._last_depth:
+            self._last_depth, self._unsettled = chosen, self.settle_steps
+        return chosen
+
+    def verdict(self, load: int) -> int:
+        return self._state(load).depth
+
+    def _state(self, load: int) -> _LoadState:
+        state = self.loads.get(load)
+        if state is None:
+            state = self.loads[load] = _LoadState(self._starting_depth(load))
+        return state
+
+    def _starting_depth(self, load: int) -> int:
+        if self.loads:
+            nearest = min(self.loads, key=lambda other: (abs(other - load), other))
+            return self.loads[nearest].depth
+        guess = self.prior(load) if self.prior is not None else None
+        return self.max_depth if guess is None else min(max(guess, 0), self.max_depth)
+
+    # ----------------------------------------------------------- measurement
+    def observe(self, load: int, depth: int, tokens: int, seconds: float) -> None:
+        """One finished decode step, scheduled at ``load`` with ``depth``."""
+        self.decode_steps += 1
+        if self._unsettled > 0:
+            self._unsettled -= 1
+            return
+        state = self._state(load)
+        if depth not in (state.depth, state.probing):
+            return  # a step of a probe or verdict that has since ended
+        state.rate(depth).add(tokens, seconds)
+        if state.probing is not None:
+            self.probe_steps_run += 1
+            self._after_probe_step(load, state)
+        else:
+            self._after_verdict_step(load, state)
+
+    def _after_verdict_step(self, load: int, state: _LoadState) -> None:
+        """The verdict is measured in windows of ``baseline_steps``; the last full window is
+        the baseline a round compares against, and what drift is judged on."""
+        window = state.rate(state.depth)
+        if window.steps < self.baseline_steps:
+            return
+        if state.verdict_rate == 0.0:
+            state.verdict_rate = window.per_second
+        drifted = abs(window.per_second - state.verdict_rate) > self.drift * state.verdict_rate
+        due = state.last_round is None or self.decode_steps - state.last_round >= self.exploit_steps
+        if drifted or due:
+            self._start_round(state)
+        else:
+            state.rates = {state.depth: _Rate()}
+
+    def _start_round(self, state: _LoadState) -> None:
+        d = state.depth
+        neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
+        state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
+        state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
+        self._next_probe(state)
+
+    def _next_probe(self, state: _LoadState) -> None:
+        state.probing = state.candidates.pop(0) if state.candidates else None
+
+    def _after_probe_step(self, load: int, state: _LoadState) -> None:
+        probe, baseline = state.rate(state.probing), state.rate(state.depth).per_second
+        if probe.steps >= self.min_probe_steps and probe.per_second < baseline * (1 - self.early_stop_loss):
+            self._next_probe(state)
+        elif probe.steps >= self.probe_steps:
+            self._next_probe(state)
+        if state.probing is None:
+            self._end_round(load, state)
+
+    def _end_round(self, load: int, state: _LoadState) -> None:
+        old = state.depth
+        baseline = state.rate(old).per_second
+        measured = {d: r.per_second for d, r in state.rates.items() if r.steps > 0}
+        best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
+        state.last_round = self.decode_steps
+        if best != old and measured[best] > baseline * (1 + self.margin):
+            state.depth, state.verdict_rate = best, measured[best]
+            state.rates = {best: state.rates[best]}
+            state.last_round = None  # climb on: the next round starts once the new depth has its baseline
+            self._report(load, old, best, measured)
+        else:
+            state.verdict_rate = baseline
+            state.rates = {old: _Rate()}  # the next window starts with fresh steps
+
+    def _report(self, load: int, old: int, new: int, measured: dict[int, float]) -> None:
+        if self.on_change is None:
+            return
+        rates = ", ".join(f"k'={d}: {r:.0f} tok/s" for d, r in sorted(measured.items()))
+        self.on_change(f"MineDraft auto: speculation depth {old} -> {new} at {describe_load(load)} ({rates})")
+
+
+def describe_load(load: int) -> str:
+    return f"{load} decodes" if load < 2 else f"{load}-{2 * load - 1} decodes"

@@ -1,0 +1,106 @@
+"""minedraft/scheduling/depth_controller.py against a fake engine whose goodput per depth is known."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from minedraft.scheduling.depth_controller import DepthController
+
+
+class FakeEngine:
+    """Steps whose goodput (tokens/s) at each depth is given; ``noise`` is a relative jitter."""
+
+    def __init__(self, goodput: dict[int, float], noise: float = 0.0, seed: int = 0):
+        self.goodput, self.noise, self.rng = goodput, noise, random.Random(seed)
+
+    def step(self, depth: int) -> tuple[int, float]:
+        tokens = 8 * (1 + depth)
+        rate = self.goodput[depth] * (1 + self.rng.uniform(-self.noise, self.noise))
+        return tokens, tokens / rate
+
+
+def run(controller: DepthController, engine: FakeEngine, steps: int, load: int = 8) -> list[int]:
+    depths = []
+    for _ in range(steps):
+        depth = controller.depth(load)
+        controller.observe(load, depth, *engine.step(depth))
+        depths.append(depth)
+    return depths
+
+
+def peaked_at(best: int, k: int = 5, top: float = 1000.0, slope: float = 0.15) -> dict[int, float]:
+    return {d: top * (1 - slope * abs(d - best)) for d in range(k + 1)}
+
+
+def test_speculation_is_turned_off_where_it_loses():
+    controller = DepthController(max_depth=5)
+    depths = run(controller, FakeEngine(peaked_at(0)), 400)
+    assert controller.verdict(8) == 0
+    assert depths[-100:].count(0) >= 90  # the rest: bounded probes
+
+
+@pytest.mark.parametrize("best", [1, 3, 5])
+def test_the_best_depth_is_found_from_k(best):
+    controller = DepthController(max_depth=5)
+    run(controller, FakeEngine(peaked_at(best), noise=0.02), 1500)
+    assert controller.verdict(8) == best
+
+
+def test_the_prior_is_where_a_first_load_starts():
+    controller = DepthController(max_depth=5, prior=lambda load: 2)
+    assert controller.depth(8) == 2
+    run(controller, FakeEngine(peaked_at(4)), 1500)
+    assert controller.verdict(8) == 4
+
+
+def test_probes_are_bounded_and_the_verdict_does_not_flap():
+    changes = []
+    controller = DepthController(max_depth=5, on_change=changes.append)
+    # Depths 2 and 3 within 1 %: noise must not make the verdict alternate between them.
+    goodput = {0: 500.0, 1: 800.0, 2: 990.0, 3: 1000.0, 4: 900.0, 5: 800.0}
+    depths = run(controller, FakeEngine(goodput, noise=0.03, seed=1), 6000)
+    assert controller.verdict(8) in (2, 3)
+    assert len(changes) <= 3, changes  # without the margin: 4
+    assert controller.probe_steps_run / controller.decode_steps < 0.10
+    assert sum(d != controller.verdict(8) for d in depths[-3000:]) / 3000 < 0.10
+
+
+def test_a_change_is_reported_with_the_rates_compared():
+    changes = []
+    controller = DepthController(max_depth=3, on_change=changes.append)
+    run(controller, FakeEngine(peaked_at(0, k=3)), 300)
+    assert changes and changes[0].startswith("MineDraft auto: speculation depth 3 -> ")
+    assert "k'=3:" in changes[0] and "tok/s" in changes[0] and "8-15 decodes" in changes[0]
+
+
+def test_each_load_has_its_own_verdict_and_a_new_load_starts_at_the_nearest():
+    controller = DepthController(max_depth=5)
+    run(controller, FakeEngine(peaked_at(4)), 1500, load=1)
+    assert controller.verdict(1) == 4
+    assert controller.depth(2) == 4  # not measured yet: starts where load 1 ended
+    run(controller, FakeEngine(peaked_at(0)), 1500, load=16)
+    assert (controller.verdict(1), controller.verdict(16)) == (4, 0)
+
+
+def test_a_drift_in_goodput_brings_a_new_verdict_before_the_next_scheduled_round():
+    controller = DepthController(max_depth=5, exploit_steps=100_000)
+    run(controller, FakeEngine(peaked_at(4)), 1500)
+    assert controller.verdict(8) == 4
+    # The text changes: the drafter's acceptance falls and with it the best depth.
+    slower = {d: g * (0.5 if d >= 2 else 1.0) for d, g in peaked_at(1).items()}
+    run(controller, FakeEngine(slower), 600)
+    assert controller.verdict(8) == 1
+
+
+def test_steps_right_after_a_change_of_depth_are_not_counted():
+    controller = DepthController(max_depth=2, settle_steps=2, baseline_steps=4)
+    engine = FakeEngine({0: 100.0, 1: 100.0, 2: 100.0})
+    run(controller, engine, 4)
+    assert controller.loads[8].rates[2].steps == 2  # 4 steps, the first 2 settling
+
+
+def test_max_depth_zero_only_ever_answers_zero():
+    controller = DepthController(max_depth=0)
+    assert set(run(controller, FakeEngine({0: 100.0}), 200)) == {0}
