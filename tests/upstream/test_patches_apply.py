@@ -25,8 +25,8 @@ file is loaded too where the difference is observable:
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
-monkeypatch that mirrors it (``tests/unit/test_patches.py``,
-``test_patch_cpu_kernel_lock_*``), as 0001-0004 and 0006 also are (0007
+monkeypatch that mirrors it (``tests/unit/monkeypatch/test_patch_cpu_kernel_lock.py``;
+each patch module has its ``test_patch_<name>.py`` there), as 0001-0004 and 0006 also are (0007
 and 0008 replace subclasses, not monkeypatches).
 """
 

@@ -1,4 +1,5 @@
-"""vLLM 0.32.0's CPU expansion of per-request sampling parameters, and MineDraft's fix.
+"""The ``cpu_sampling_expand`` patch (minedraft/monkeypatch/patch_cpu_sampling_expand.py):
+vLLM 0.32.0's CPU expansion of per-request sampling parameters, and MineDraft's fix.
 
 Without the fix the rejection sampler's expanded temperature / top-p / top-k
 on CPU are uninitialised memory (stock speculative decoding then samples from
@@ -25,6 +26,16 @@ def rejection_sampler():
 
 
 CU = torch.tensor([2, 5, 6], dtype=torch.int32)  # 2, 3 and 1 draft tokens
+
+
+def test_patch_cpu_sampling_expand_uses_torch_except_for_int64():
+    from minedraft.monkeypatch.patch_cpu_sampling_expand import _make_expand
+
+    to_vllm = []
+    expand = _make_expand(lambda *args: to_vllm.append(args) or "vllm's kernel")
+    got = expand(torch.tensor([0.6, -1.0, 1.3]), CU, 6, -1, 1)
+    assert got.tolist() == pytest.approx([0.6, 0.6, 1.0, 1.0, 1.0, 1.3]) and to_vllm == []
+    assert expand(torch.tensor([7, 8, 9]), CU, 6) == "vllm's kernel" and len(to_vllm) == 1
 
 
 @pytest.mark.parametrize(
