@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "serving.py"
+_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "serving.py"
 _spec = importlib.util.spec_from_file_location("serving_bench", _PATH)
 serving = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = serving  # dataclasses look their module up there
