@@ -1,18 +1,14 @@
-"""The auto mode policy: a prior from placement and the cost model, then measurement.
+"""The auto mode policy (minedraft/scheduling/mode_policy.py): a prior, then measurement.
 
-The policy is fed steps by a fake clock (rates in tokens/s per mode); the
-scheduler tests at the end drive it through MineDraft's scheduler on vLLM's
-own KV manager with a fake clock (no model).
+The policy is fed steps by a fake clock (rates in tokens/s per mode); its prior
+is tested in test_mode_prior.py, the scheduler driving it in test_scheduler.py.
 """
 
 from __future__ import annotations
 
 import pytest
-from scheduler_harness import FakeWorker, fake_model_dir, make_request, make_scheduler
 
 from minedraft.scheduling.mode_policy import Load, ModePolicy
-from minedraft.scheduling.mode_prior import make_prior, placement
-from minedraft.scheduling.scheduler import MineDraftScheduler
 
 LOAD8 = Load.of(8, 3)
 
@@ -145,97 +141,3 @@ def test_pinned_modes_never_change():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="unknown MineDraft mode"):
         ModePolicy("fast")
-
-
-# ------------------------------------------------------------------ the prior
-
-
-@pytest.mark.parametrize("where", ["cpu-threads", "gpu-stream", "serial"])
-@pytest.mark.parametrize("k", [1, 3, 5])
-def test_prior_rules_out_shared_hardware_at_equal_concurrency(where, k):
-    prior = make_prior(where)
-    for n in (2, 4, 8, 16, 32, 64):
-        assert prior(Load.of(n, k)) < 1.0, (where, k, n)
-
-
-def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
-    serial, threads = make_prior("serial"), make_prior("cpu-threads")
-    for k in (1, 3, 5):
-        for n in (2, 16, 256, 1024, 4096):
-            assert serial(Load.of(n, k)) < 1.0, (k, n)
-    # Even where the thread lane is predicted to win (many requests, k = 1).
-    assert threads(Load.of(1024, 1)) > 1.0
-    assert make_prior("dedicated") is None
-    assert placement("cpu", "overlap") == "cpu-threads"
-    assert placement("cuda", "overlap") == "gpu-stream"
-    assert placement("cuda", "serial") == placement("cpu", "serial") == "serial"
-    with pytest.raises(ValueError, match="unknown placement"):
-        make_prior("elsewhere")
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return fake_model_dir(tmp_path_factory.mktemp("model"))
-
-
-def test_stock_mode_scheduler_matches_stock_sd_step_for_step(model_dir):
-    from vllm.v1.core.sched.scheduler import Scheduler
-
-    md = make_scheduler(model_dir, MineDraftScheduler)
-    md.mode_policy = ModePolicy("stock")
-    stock = make_scheduler(model_dir, Scheduler)
-    for s in (md, stock):
-        for i in range(6):
-            s.add_request(make_request(f"r{i}", 20 + 7 * i, 30))
-    workers = FakeWorker(3, lambda rid, n: n // 2), FakeWorker(3, lambda rid, n: n // 2)
-    for _ in range(30):
-        a, b = md.schedule(), stock.schedule()
-        assert a.num_scheduled_tokens == b.num_scheduled_tokens
-        assert a.scheduled_spec_decode_tokens == b.scheduled_spec_decode_tokens
-        assert not a.defer_drafts
-        workers[0].step(md, a)
-        workers[1].step(stock, b)
-    assert md.minedraft_totals.parallel_steps == 0
-
-
-def test_scheduler_feeds_the_policy_decode_steps(model_dir):
-    sched = make_scheduler(model_dir, MineDraftScheduler)
-    sched.mode_policy = ModePolicy("auto", probe_steps=3, baseline_steps=3, exploit_steps=1000)
-    for i in range(6):
-        sched.add_request(make_request(f"r{i}", 20, 60))
-    worker = FakeWorker(3, lambda rid, n: n)
-    parallel = []
-    for _ in range(20):
-        out = sched.schedule()
-        parallel.append(out.defer_drafts)
-        worker.step(sched, out)
-    # Prefill, the first decode step (its mix was the prefill's: another load),
-    # 3 plain-SD baseline steps at 4-7 decodes, then a parallel probe there:
-    # the policy saw real steps and decided.
-    assert parallel.index(True) == 5 and parallel[5:8] == [True] * 3
-    assert sched.mode_policy.decode_steps == 16  # requests finish after 16 decode steps
-    assert sched.mode_policy.last_verdict.startswith("4-7 decodes, k=3")
-
-
-def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
-    """A parallel step's draft lane is joined in the engine's post-step, after
-    update_from_output: its step time must run to the next schedule()."""
-    import minedraft.scheduling.scheduler as scheduler_module
-
-    clock = [0.0]
-    monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
-    sched = make_scheduler(model_dir, MineDraftScheduler)
-    policy = sched.mode_policy = ModePolicy("auto", probe_steps=4, baseline_steps=4, exploit_steps=1000,
-                                            early_stop_loss=0.9)
-    for i in range(6):
-        sched.add_request(make_request(f"r{i}", 20, 60))
-    worker = FakeWorker(3, lambda rid, n: n)
-    for _ in range(10):
-        out = sched.schedule()
-        clock[0] += 0.010  # execute_model .. update_from_output
-        worker.step(sched, out)
-        clock[0] += 0.030 if out.defer_drafts else 0.0  # the post-step lane join
-        if policy.probing is not None:
-            baseline = policy._baseline[policy.probing]
-    assert baseline.steps == 4 and baseline.seconds == pytest.approx(4 * 0.010)
-    assert policy._probe.steps >= 3 and policy._probe.seconds == pytest.approx(policy._probe.steps * 0.040)

@@ -1,4 +1,5 @@
-"""MineDraftScheduler semantics over a fake KV cache (no model)."""
+"""MineDraftScheduler semantics over a fake KV cache (no model), and the auto mode's policy driven
+through it on vLLM's own KV manager with a fake clock."""
 
 from __future__ import annotations
 
@@ -7,16 +8,12 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scheduler_harness import prefilled, FakeWorker, fake_model_dir, make_request, make_scheduler
+from scheduler_harness import prefilled, FakeWorker, make_request, make_scheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
+from minedraft.scheduling.mode_policy import ModePolicy
 from minedraft.scheduling.scheduler import MineDraftScheduler
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return fake_model_dir(tmp_path_factory.mktemp("model"))
 
 
 def _decodes(sched):
@@ -41,11 +38,7 @@ def test_groups_alternate_and_draft_only_get_no_blocks(model_dir):
 
 
 def test_verify_step_allocates_lookahead_for_deferred_draft(model_dir):
-    sched = make_scheduler(model_dir, MineDraftScheduler)
-    for i in range(2):
-        sched.add_request(make_request(f"r{i}", 16, 40))
-    worker = FakeWorker(3, lambda rid, n: 0)
-    worker.step(sched, sched.schedule())
+    sched, _ = prefilled(model_dir, MineDraftScheduler, 2, 16, 40, accept=lambda rid, n: 0)
     out = sched.schedule()
     for rid in out.num_scheduled_tokens:
         req = sched.requests[rid]
@@ -81,11 +74,7 @@ def test_no_speculative_config_is_stock(model_dir):
 
 
 def test_abort_and_preemption_leave_draft_list(model_dir):
-    sched = make_scheduler(model_dir, MineDraftScheduler)
-    for i in range(4):
-        sched.add_request(make_request(f"r{i}", 20, 60))
-    worker = FakeWorker(3, lambda rid, n: n)
-    worker.step(sched, sched.schedule())
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 60)
     out = sched.schedule()
     worker.step(sched, out)
     drafting = set(out.num_scheduled_tokens)
@@ -138,3 +127,68 @@ def test_invariants_hold_under_random_traffic(model_dir, seed, num_blocks, prefi
         sched.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
     sched.schedule()
     assert sched.kv_cache_manager.block_pool.get_num_free_blocks() == free_at_start
+
+
+# ------------------------------------------------------------------ the auto mode's policy
+
+
+def test_stock_mode_scheduler_matches_stock_sd_step_for_step(model_dir):
+    md = make_scheduler(model_dir, MineDraftScheduler)
+    md.mode_policy = ModePolicy("stock")
+    stock = make_scheduler(model_dir, Scheduler)
+    for s in (md, stock):
+        for i in range(6):
+            s.add_request(make_request(f"r{i}", 20 + 7 * i, 30))
+    workers = FakeWorker(3, lambda rid, n: n // 2), FakeWorker(3, lambda rid, n: n // 2)
+    for _ in range(30):
+        a, b = md.schedule(), stock.schedule()
+        assert a.num_scheduled_tokens == b.num_scheduled_tokens
+        assert a.scheduled_spec_decode_tokens == b.scheduled_spec_decode_tokens
+        assert not a.defer_drafts
+        workers[0].step(md, a)
+        workers[1].step(stock, b)
+    assert md.minedraft_totals.parallel_steps == 0
+
+
+def test_scheduler_feeds_the_policy_decode_steps(model_dir):
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    sched.mode_policy = ModePolicy("auto", probe_steps=3, baseline_steps=3, exploit_steps=1000)
+    for i in range(6):
+        sched.add_request(make_request(f"r{i}", 20, 60))
+    worker = FakeWorker(3, lambda rid, n: n)
+    parallel = []
+    for _ in range(20):
+        out = sched.schedule()
+        parallel.append(out.defer_drafts)
+        worker.step(sched, out)
+    # Prefill, the first decode step (its mix was the prefill's: another load),
+    # 3 plain-SD baseline steps at 4-7 decodes, then a parallel probe there:
+    # the policy saw real steps and decided.
+    assert parallel.index(True) == 5 and parallel[5:8] == [True] * 3
+    assert sched.mode_policy.decode_steps == 16  # requests finish after 16 decode steps
+    assert sched.mode_policy.last_verdict.startswith("4-7 decodes, k=3")
+
+
+def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
+    """A parallel step's draft lane is joined in the engine's post-step, after
+    update_from_output: its step time must run to the next schedule()."""
+    import minedraft.scheduling.scheduler as scheduler_module
+
+    clock = [0.0]
+    monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    policy = sched.mode_policy = ModePolicy("auto", probe_steps=4, baseline_steps=4, exploit_steps=1000,
+                                            early_stop_loss=0.9)
+    for i in range(6):
+        sched.add_request(make_request(f"r{i}", 20, 60))
+    worker = FakeWorker(3, lambda rid, n: n)
+    for _ in range(10):
+        out = sched.schedule()
+        clock[0] += 0.010  # execute_model .. update_from_output
+        worker.step(sched, out)
+        clock[0] += 0.030 if out.defer_drafts else 0.0  # the post-step lane join
+        if policy.probing is not None:
+            baseline = policy._baseline[policy.probing]
+    assert baseline.steps == 4 and baseline.seconds == pytest.approx(4 * 0.010)
+    assert policy._probe.steps >= 3 and policy._probe.seconds == pytest.approx(policy._probe.steps * 0.040)
+
