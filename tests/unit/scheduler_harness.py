@@ -34,6 +34,15 @@ def fake_model_dir(tmp: Path) -> str:
     return str(tmp)
 
 
+def engine_args(model_dir: str, **kw):
+    """vLLM's EngineArgs for the fake model, with ngram speculation (k = 3) unless ``kw`` says otherwise."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    kw.setdefault("speculative_config", {"method": "ngram", "num_speculative_tokens": 3,
+                                         "prompt_lookup_max": 3})
+    return EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512, **kw)
+
+
 def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | None = 3,
                    num_blocks: int = 10000, max_num_seqs: int = 64,
                    max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False) -> Scheduler:

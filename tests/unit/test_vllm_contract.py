@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 
 import pytest
-from scheduler_harness import fake_model_dir, prefilled
+from scheduler_harness import prefilled
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.outputs import DraftTokenIds
@@ -21,11 +21,6 @@ from minedraft.scheduling.output import MineDraftSchedulerOutput
 from minedraft.worker import runner_mixin as model_runner
 from minedraft.worker.draft_job import DraftJob
 from minedraft.worker.lanes import InlineLane
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return fake_model_dir(tmp_path_factory.mktemp("model"))
 
 
 # ------------------------------------------------------------------ vLLM's hooks

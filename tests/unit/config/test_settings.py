@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from scheduler_harness import fake_model_dir, make_scheduler
-from vllm.engine.arg_utils import EngineArgs
+from scheduler_harness import engine_args, make_scheduler
 
 from minedraft.scheduling.scheduler import MineDraftScheduler
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return fake_model_dir(tmp_path_factory.mktemp("model"))
 
 
 def test_defaults_then_environment_then_additional_config():
@@ -54,9 +48,7 @@ def test_front_end_puts_settings_into_the_config_the_engine_reads(model_dir, mon
 
     load_general_plugins()
     monkeypatch.setenv("MINEDRAFT_MODE", "stock")
-    args = EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512,
-                      scheduler_cls="minedraft", additional_config={CONFIG_KEY: {"lane": "serial"}},
-                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    args = engine_args(model_dir, scheduler_cls="minedraft", additional_config={CONFIG_KEY: {"lane": "serial"}})
     vllm_config = args.create_engine_config()
     assert vllm_config.additional_config[CONFIG_KEY]["mode"] == "stock"
     assert vllm_config.additional_config[CONFIG_KEY]["lane"] == "serial"
@@ -70,9 +62,7 @@ def test_a_bad_setting_is_refused_before_the_model_loads(model_dir, monkeypatch)
 
     load_general_plugins()
     monkeypatch.setenv("MINEDRAFT_MODE", "fastest")
-    args = EngineArgs(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=512,
-                      scheduler_cls="minedraft",
-                      speculative_config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    args = engine_args(model_dir, scheduler_cls="minedraft")
     with pytest.raises(MineDraftConfigError, match="MINEDRAFT_MODE='fastest'"):
         args.create_engine_config()
 

