@@ -11,4 +11,3 @@ def make_profile(i: float = 0.5, **kw) -> LatencyProfile:
                   step_overhead_ms=1.0, step_overhead_per_request_ms=0.03, interference=i)
     values.update(kw)
     return LatencyProfile(**values)
-

@@ -56,7 +56,6 @@ def test_cli(capsys):
     assert "mean absolute percentage error" in capsys.readouterr().out
 
 
-
 # --- a sweep's summary.json ---------------------------------------------------------------------------
 
 
@@ -84,7 +83,6 @@ def summary_from_step_overlap(data: dict, tau_of_k) -> list[dict]:
                          "parallel_step_fraction": 1.0 if mode == "minedraft_parallel" else None,
                          "device": data.get("device", "")})
     return rows
-
 
 
 # The kit's config.json values (modelkit/specs.py): the drafts' shapes without building the kit.
@@ -189,7 +187,6 @@ def test_small_draft_is_scaled_by_flops(tmp_path: Path, synthetic_summary: Path)
     assert all(u.predicted < s.predicted for u, s in zip(unscaled, small))
 
 
-
 # --- the paper's headline table and the report -----------------------------------------------------------
 
 
@@ -236,4 +233,3 @@ def test_cli_check_summary_and_paper(capsys, synthetic_summary: Path):
     assert main(["--paper"]) == 0
     out = capsys.readouterr().out
     assert "Qwen3-32B <- Qwen3-1.7B" in out and "claims agree" in out
-

@@ -125,4 +125,3 @@ def test_engine_overhead_and_machine_speed_are_recovered():
     assert fitted.step_overhead_ms == pytest.approx(2.0, rel=1e-6)
     assert fitted.step_overhead_per_request_ms == pytest.approx(0.05, rel=1e-6)
     assert fitted.target.per_token_ms == pytest.approx(truth.target.per_token_ms, rel=1e-6)
-

@@ -51,7 +51,6 @@ def test_overlap_pays_when_per_request_costs_dominate():
     assert choice.gain == pytest.approx(2.0)
 
 
-
 # --- fallback and comparisons -------------------------------------------------------------------
 
 
@@ -98,7 +97,6 @@ def test_continuous_workload_has_no_drain():
     drained = predict(p, 8, k, alpha=alpha, workload=short)["minedraft_parallel"].tokens_per_s
     full = predict(p, 8, k, alpha=alpha, workload=Workload(64, 48, continuous=True))["minedraft_parallel"].tokens_per_s
     assert full > drained
-
 
 
 # --- acceptance ----------------------------------------------------------------------------------
@@ -149,4 +147,3 @@ def test_blend_parallel_mixes_steps():
     stock_ms = mode_time_ms(p, "stock_sd", n, k, alpha)[0]
     want = 1e3 * (n * tau + 2 * n * tau) / (round_ms + 2 * stock_ms)
     assert blend_parallel(par, stock, 0.5) == pytest.approx(want)
-

@@ -38,7 +38,6 @@ def test_model_shape_from_config():
     assert q32.flops_per_token(512) > q32.flops_per_token(0) == pytest.approx(2e9 * q32.read_params_b)
 
 
-
 # --- published GPU profiles --------------------------------------------------------------------------
 
 
@@ -60,4 +59,3 @@ def test_kv_capacity_puts_the_drafter_on_the_first_gpu():
     cap = kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 4, True, gpu_memory_utilization=0.65, tokens_per_request=384)
     assert cap["stock_sd"] < cap["minedraft_parallel"] < cap["no_sd"]
     assert kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 1, False, gpu_memory_utilization=0.65)["stock_sd"] == 0
-

@@ -18,7 +18,6 @@ serve(make)
 """
 
 
-
 def test_child_answers_commands_until_quit(tmp_path):
     script = tmp_path / "echo_child.py"
     script.write_text(ECHO_CHILD)
@@ -35,4 +34,3 @@ def test_a_child_that_dies_becomes_an_error_with_its_log(tmp_path):
     with pytest.raises(ChildError, match="died") as err:
         run_once([str(script)], {"name": "dying", "die": "no model"}, log_dir=tmp_path)
     assert "RuntimeError: this child cannot start: no model" in str(err.value)
-

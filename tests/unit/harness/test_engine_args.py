@@ -11,7 +11,6 @@ from minedraft.config.settings import CONFIG_KEY
 SPEC = Speculation("/models/draft", 4)
 
 
-
 @pytest.mark.parametrize("mode", BENCH_MODES)
 def test_each_mode_builds_its_engine(mode):
     kw = engine_kwargs(mode, "/models/target", SPEC if mode != "no_sd" else None, max_model_len=256)
@@ -47,4 +46,3 @@ def test_serve_flags_parse_back_to_the_same_engine_arguments():
     for name, value in kw.items():
         if name != "model":
             assert getattr(args, name) == value, name
-

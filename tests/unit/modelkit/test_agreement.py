@@ -24,4 +24,3 @@ def test_draft_agreement_in_documented_band(kit, agreement_prompts, name, band):
     agreement = greedy_agreement(kit.target, getattr(kit, name), agreement_prompts, 32)
     assert band[0] <= agreement <= band[1], agreement
     assert band[0] <= kit.marker(name)["agreement"] <= band[1]
-

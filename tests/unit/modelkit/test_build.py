@@ -18,7 +18,6 @@ from modelkit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
 MODEL_FILES = ("config.json", "model.safetensors", "generation_config.json", cache.MARKER)
 
 
-
 @pytest.mark.parametrize("name", MODELS)
 def test_model_dirs_hold_what_vllm_loads(kit, name):
     model_dir = getattr(kit, name)
@@ -79,4 +78,3 @@ def test_cached_build_is_fast_and_needs_no_torch(kit):
 def test_cache_dir_comes_from_env(kit, monkeypatch):
     monkeypatch.setenv("MINEDRAFT_KIT_DIR", kit.root)
     assert build_kit() == kit
-

@@ -25,4 +25,3 @@ def test_lock_clears_crashed_staging_dirs(tmp_path):
     os.makedirs(os.path.join(root, cache.TMP_PREFIX + "target-crashed"))
     with cache.build_lock(root):
         assert os.listdir(root) == [cache.LOCK]
-

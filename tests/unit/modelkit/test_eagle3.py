@@ -29,4 +29,3 @@ def test_eagle3_agreement_in_documented_band(kit):
     """First draft token against the target's greedy token, teacher-forced (recorded at build)."""
     band = EAGLE3_AGREEMENT_BAND
     assert band[0] <= kit.marker("eagle3")["agreement"] <= band[1]
-

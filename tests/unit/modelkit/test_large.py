@@ -20,4 +20,3 @@ def test_large_pair_spec_is_larger_and_its_draft_hash_follows_its_target(monkeyp
     monkeypatch.setattr(large, "LARGE_SEED", large.LARGE_SEED + 1)
     moved = large._spec_hashes()
     assert moved["target"] != hashes["target"] and moved["draft"] != hashes["draft"]
-

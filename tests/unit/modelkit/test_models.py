@@ -14,4 +14,3 @@ def test_target_greedy_output_is_not_degenerate(kit, agreement_prompts):
     conts = greedy_continue(load_model(kit.target), ids, 32)
     distinct = [len(set(c)) for c in conts]
     assert sum(d >= 16 for d in distinct) >= 0.8 * len(conts), distinct
-

@@ -27,4 +27,3 @@ def test_shared_prefix_prompts_share_prefix_tokens(kit, tokenizer):
     assert ids[1][:64] == ids[3][:64] == ids[5][:64]
     assert ids[0][:64] != ids[1][:64]
     assert len({tuple(i) for i in ids}) == 6
-

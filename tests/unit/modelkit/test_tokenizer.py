@@ -27,4 +27,3 @@ def test_tokenizer_specials_and_chat_template(tokenizer):
         [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
     )
     assert chat == "<s>user: hi\nassistant:"
-

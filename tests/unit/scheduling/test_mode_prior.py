@@ -30,4 +30,3 @@ def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
     assert placement("cuda", "serial") == placement("cpu", "serial") == "serial"
     with pytest.raises(ValueError, match="unknown placement"):
         make_prior("elsewhere")
-

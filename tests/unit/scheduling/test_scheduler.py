@@ -85,8 +85,6 @@ def test_abort_and_preemption_leave_draft_list(model_dir):
     assert set(out.draft_only_req_ids) == drafting - {victim}
 
 
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), num_blocks=st.sampled_from([40, 80, 10_000]),
        prefix_caching=st.booleans(), k=st.integers(1, 5))
@@ -191,4 +189,3 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
             baseline = policy._baseline[policy.probing]
     assert baseline.steps == 4 and baseline.seconds == pytest.approx(4 * 0.010)
     assert policy._probe.steps >= 3 and policy._probe.seconds == pytest.approx(policy._probe.steps * 0.040)
-
