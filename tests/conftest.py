@@ -7,17 +7,14 @@ here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
 anyone marking a test by hand.
 """
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# Exactness tests must exercise parallel steps; the auto policy has its own tests.
-os.environ.setdefault("MINEDRAFT_MODE", "parallel")
+from harness.environment import PYTEST_ENV, set_defaults
+
+set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft pinned to parallel steps
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS / "unit"))
 

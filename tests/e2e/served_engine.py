@@ -7,6 +7,7 @@ stopped on exit; if it dies the test fails with the tail of its log.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ LOG_TAIL_CHARS = launch_server.LOG_TAIL_CHARS
 K = 3
 STARTUP_TIMEOUT_S = 420  # engine start is ~25 s alone; generous for a loaded machine
 REQUEST_TIMEOUT_S = 300
+IDLE_TIMEOUT_S = 120
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
@@ -45,6 +47,17 @@ class Server(launch_server.Server):
             super().check_alive()
         except launch_server.ServerError as e:
             pytest.fail(str(e), pytrace=False)
+
+    def wait_idle(self, timeout_s: float = IDLE_TIMEOUT_S) -> dict[str, float]:
+        """Wait until no request is running or waiting; the server's metrics then."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            m = self.metrics()
+            if m.get("vllm:num_requests_running", 0) == 0 and m.get("vllm:num_requests_waiting", 0) == 0:
+                return m
+            assert time.monotonic() < deadline, f"requests still in flight after {timeout_s} s: {m}"
+            time.sleep(0.5)
 
     def fail(self, what: str) -> None:
         pytest.fail(f"{self.name} server {what}; last lines of {self.log}:\n{self.tail()}", pytrace=False)

@@ -89,16 +89,6 @@ def process_rss_mb(pgid: int) -> float:
     return total / 1024
 
 
-def wait_idle(server, timeout: float = 120) -> dict[str, float]:
-    deadline = time.monotonic() + timeout
-    while True:
-        m = server.metrics()
-        if m.get("vllm:num_requests_running", 0) == 0 and m.get("vllm:num_requests_waiting", 0) == 0:
-            return m
-        assert time.monotonic() < deadline, f"requests still in flight after {timeout} s: {m}"
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def soak(tmp_path_factory):
     kit = build_kit()
@@ -116,7 +106,7 @@ def soak(tmp_path_factory):
         for half in (reqs[: NUM_REQUESTS // 2], reqs[NUM_REQUESTS // 2:]):
             with ThreadPoolExecutor(CONCURRENCY) as pool:
                 results += pool.map(lambda r: send(server.url, r), half)
-            end_metrics = wait_idle(server)
+            end_metrics = server.wait_idle()
             rss.append(process_rss_mb(server.proc.pid))
         elapsed = time.monotonic() - start
         assert elapsed < DEADLINE_S

@@ -1,0 +1,21 @@
+"""The environment tests and benchmarks run vLLM in by default, set in one place.
+
+vLLM on its CPU platform with a 1 GiB KV cache, offline (the kit is local);
+under pytest (``tests/conftest.py``, ``benchmarks/conftest.py``) MineDraft is
+also pinned to parallel steps: the exactness tests must exercise them, and the
+auto policy has its own tests. A variable already set is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+CPU_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+PYTEST_ENV = {**CPU_ENV, "MINEDRAFT_MODE": "parallel"}
+
+
+def set_defaults(env: Mapping[str, str] = CPU_ENV) -> None:
+    """``os.environ.setdefault`` for each variable of ``env``."""
+    for name, value in env.items():
+        os.environ.setdefault(name, value)
