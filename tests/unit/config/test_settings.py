@@ -43,10 +43,8 @@ def test_carried_settings_are_not_parsed_again(monkeypatch):
     assert MineDraftSettings.of(config) == MineDraftSettings(mode="stock", lane="serial")
 
 
+@pytest.mark.usefixtures("plugins_loaded")
 def test_front_end_puts_settings_into_the_config_the_engine_reads(model_dir, monkeypatch):
-    from vllm.plugins import load_general_plugins
-
-    load_general_plugins()
     monkeypatch.setenv("MINEDRAFT_MODE", "stock")
     args = engine_args(model_dir, scheduler_cls="minedraft", additional_config={CONFIG_KEY: {"lane": "serial"}})
     vllm_config = args.create_engine_config()
@@ -57,10 +55,8 @@ def test_front_end_puts_settings_into_the_config_the_engine_reads(model_dir, mon
     assert MineDraftSettings.of(vllm_config) == MineDraftSettings(mode="stock", lane="serial")
 
 
+@pytest.mark.usefixtures("plugins_loaded")
 def test_a_bad_setting_is_refused_before_the_model_loads(model_dir, monkeypatch):
-    from vllm.plugins import load_general_plugins
-
-    load_general_plugins()
     monkeypatch.setenv("MINEDRAFT_MODE", "fastest")
     args = engine_args(model_dir, scheduler_cls="minedraft")
     with pytest.raises(MineDraftConfigError, match="MINEDRAFT_MODE='fastest'"):
