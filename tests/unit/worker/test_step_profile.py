@@ -1,0 +1,29 @@
+"""minedraft/worker/step_profile.py: per-step timings of the two lanes, as JSON lines."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from minedraft.worker.lanes import ThreadLane
+from minedraft.worker.step_profile import StepProfiler
+
+
+def test_step_profiler_times_the_lane_job_and_the_step(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    profiler = StepProfiler(str(path))
+    lane = ThreadLane(lane_threads=None)
+    try:
+        release = threading.Event()
+        profiler.begin(num_verified=3, num_draft_only=2, parallel=True)
+        lane.submit(profiler.timed(lambda: release.wait(5) and "drafts"))
+        profiler.main_lane_done()
+        release.set()
+        assert lane.wait() == "drafts"
+        profiler.end()
+    finally:
+        lane.shutdown()
+        profiler.close()
+    (row,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert row["num_verified"] == 3 and row["num_draft_only"] == 2 and row["parallel"]
+    assert 0 <= row["main_s"] <= row["step_s"] and 0 < row["draft_s"] <= row["step_s"]
