@@ -1,12 +1,12 @@
-"""An engine in a child process, answering JSON commands: the one child-process protocol.
+"""An engine in a child process, answering JSON commands: the tooling's side of the child protocol.
 
-The parent starts ``python FILE_OR_-m_MODULE SPEC_JSON``; the child builds its
-state from the spec (typically one vLLM engine), says ``{"ready": ...}`` and
-then answers each command line read on stdin with one JSON line. Replies go
-to a private copy of the child's stdout; fd 1 itself (where vLLM logs) goes
-to a log file, so engine logs never corrupt the protocol. A child that dies
-or stalls becomes an error carrying the log's last error lines; ``close``
-asks it to quit and kills it if it does not.
+The protocol itself is the runtime's (:mod:`minedraft.process_drafter.protocol`,
+which the process drafter's draft engine speaks too): the parent starts
+``python FILE_OR_-m_MODULE SPEC_JSON``; the child builds its state from the
+spec (typically one vLLM engine), says ``{"ready": ...}`` and then answers
+each command line read on stdin with one JSON line, its engine's logs going
+to a log file. Here, a child that dies or stalls becomes an error carrying the
+log's last error lines; ``close`` asks it to quit and kills it if it does not.
 
 Parent: ``with Child(["tests/e2e/test_faults.py"], spec, log_dir) as c: c.call({...})``,
 or :func:`run_once` for one command. Child: ``serve(make_handler)`` in its
@@ -15,20 +15,19 @@ or :func:`run_once` for one command. Child: ``serve(make_handler)`` in its
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import select
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from minedraft.process_drafter import protocol
+
 REPO = Path(__file__).resolve().parents[1]  # the checkout: tooling runs from it
 DEFAULT_TIMEOUT_S = 900
+CLOSE_TIMEOUT_S = 60
 
 
 def checkout_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -52,10 +51,8 @@ class Child:
         self.log_path = log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', self.name)}.log"
         self.timeout_s = timeout_s
         self.launched = time.perf_counter()
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, *target, json.dumps(spec)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, env=checkout_env(env), cwd=REPO)
+        self.pipe = protocol.ChildPipe(target, spec, self.log_path, env=checkout_env(env), cwd=REPO)
+        self.proc = self.pipe.proc
         self.started: dict[str, Any] | None = None
 
     def ready(self) -> dict[str, Any]:
@@ -66,20 +63,11 @@ class Child:
 
     def call(self, command: dict[str, Any]) -> dict[str, Any]:
         self.ready()
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
+        self.pipe.send(command)  # a child that died meanwhile: _read says so
         return self._read()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=60)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+        self.pipe.close(CLOSE_TIMEOUT_S)
 
     def __enter__(self) -> Child:
         return self
@@ -88,18 +76,15 @@ class Child:
         self.close()
 
     def _read(self) -> dict[str, Any]:
-        ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout_s)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            self.proc.kill()
-            self.proc.wait()
-            raise ChildError(f"{self.name}: child {'timed out' if not ready else 'died'} "
+        reply = self.pipe.read(self.timeout_s)
+        if reply is None:
+            self.pipe.kill()
+            raise ChildError(f"{self.name}: child {'died' if self.pipe.ended else 'timed out'} "
                              f"(exit {self.proc.returncode}, log {self.log_path})\n{self.log_errors()}")
-        return json.loads(line)
+        return reply
 
     def log_errors(self, lines: int = 15) -> str:
         """The log's error lines (vLLM tracebacks are long; their last lines say why), then its tail."""
-        self._log.flush()
         text = self.log_path.read_text(errors="replace").splitlines()
         errors = [x for x in text if "Error" in x or "error:" in x]
         return "\n".join(errors[-lines:] + ["--- tail ---"] + text[-lines:])
@@ -114,16 +99,6 @@ def run_once(target: list[str], spec: dict[str, Any], command: dict[str, Any] | 
 
 def serve(make_handler: Callable[[dict[str, Any]], Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
     """The child's side: ``make_handler(spec)`` once, then one reply per command until ``quit``."""
-    reply = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # vLLM's logs (stdout) join the log file
     for name, value in (("VLLM_TARGET_DEVICE", "cpu"), ("VLLM_CPU_KVCACHE_SPACE", "1"), ("HF_HUB_OFFLINE", "1")):
         os.environ.setdefault(name, value)
-    spec = json.loads(sys.argv[-1])
-    start = time.perf_counter()
-    handle = make_handler(spec)
-    reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - start, 2)}) + "\n")
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command.get("cmd") == "quit":
-            break
-        reply.write(json.dumps(handle(command)) + "\n")
+    protocol.serve(lambda spec: (make_handler(spec), {}))

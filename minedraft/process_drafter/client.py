@@ -5,29 +5,30 @@ target stopped waiting for (late beyond ``timeout_s``) still gets its reply
 later: replies carry their job's id, and stale ones are dropped. A drafter
 that exits or closes its pipe is *gone*: one ERROR line (exit code, log
 file), then every later job returns no drafts at once, so the target keeps
-serving, exactly, at plain-decoding speed. The process ends with the target's
-worker (minedraft/lifetime.py, in :mod:`minedraft.process_drafter.engine`) and is
-stopped by :meth:`DrafterClient.close`.
+serving, exactly, at plain-decoding speed. The process speaks the child
+protocol (protocol.py), ends with the target's worker (minedraft/lifetime.py,
+in :mod:`minedraft.process_drafter.engine`) and is stopped by
+:meth:`DrafterClient.close`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from minedraft.config.placement import DrafterDevice
 from minedraft.log import get_logger
+from minedraft.process_drafter.protocol import ChildPipe
 
 logger = get_logger(__name__)
 
 START_TIMEOUT_S = 900  # loading and warming the draft engine
+DRAFT_ENGINE = ("-m", "minedraft.process_drafter.engine")  # the draft engine's entry point
 
 
 class DrafterStartError(RuntimeError):
@@ -36,22 +37,17 @@ class DrafterStartError(RuntimeError):
 
 class DrafterClient:
     def __init__(self, engine_kwargs: dict[str, Any], device: DrafterDevice, k: int,
-                 log_dir: str | None = None) -> None:
+                 log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE) -> None:
         device.check_available()
         self.device = device
-        log_dir = Path(log_dir or tempfile.mkdtemp(prefix="minedraft-drafter-"))
-        self.log_path = log_dir / "drafter.log"
+        self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="minedraft-drafter-")) / "drafter.log"
         spec = {"engine": engine_kwargs, "k": k, "parent_pid": os.getpid(),
                 "cpu_affinity": sorted(device.cpu_affinity() or ())}
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "minedraft.process_drafter.engine", json.dumps(spec)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                env={**os.environ, **device.process_env()})
-        self._buffer = b""
+        self.pipe = ChildPipe(entry, spec, self.log_path, env={**os.environ, **device.process_env()})
+        self.proc = self.pipe.proc
         self._next_job = 0
         self.gone = False
-        ready = self._read_line(START_TIMEOUT_S)
+        ready = self.pipe.read(START_TIMEOUT_S)
         if ready is None or not ready.get("ready"):
             self.close()
             raise DrafterStartError(
@@ -67,10 +63,7 @@ class DrafterClient:
         if self.gone:
             return None
         job_id = self._next_job = self._next_job + 1
-        try:
-            self.proc.stdin.write((json.dumps({**message, "job": job_id}) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+        if not self.pipe.send({**message, "job": job_id}):
             self._lost()
             return None
         return job_id
@@ -81,27 +74,14 @@ class DrafterClient:
             return None
         deadline = time.monotonic() + timeout_s
         while True:
-            reply = self._read_line(max(0.0, deadline - time.monotonic()))
+            reply = self.pipe.read(max(0.0, deadline - time.monotonic()))
             if reply is None:
+                if self.pipe.ended:
+                    self._lost()
                 return None
             if reply.get("job") == job_id:
                 return reply
             # An older job's reply, arriving after the target stopped waiting for it.
-
-    def _read_line(self, timeout_s: float) -> dict[str, Any] | None:
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self._lost()
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
 
     def _lost(self) -> None:
         if self.gone:
@@ -118,14 +98,7 @@ class DrafterClient:
 
     # -------------------------------------------------------------- life
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(b'{"cmd": "quit"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+        self.pipe.close(timeout_s=10)
         self.gone = True
 
 

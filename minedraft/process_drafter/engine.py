@@ -16,22 +16,23 @@ line::
 
     {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
 
-Replies go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the
-log file the client gives as stderr.
+It speaks the child protocol (minedraft/process_drafter/protocol.py): replies
+go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the log file
+the client gives as stderr.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import time
+from functools import partial
+from typing import Any
 
 from minedraft.config import environment
-from minedraft.process_drafter.history import Histories
-from minedraft.process_drafter.sessions import DraftSessions
 from minedraft.lifetime import end_with_parent
-
+from minedraft.process_drafter.history import Histories
+from minedraft.process_drafter.protocol import Handler, serve
+from minedraft.process_drafter.sessions import DraftSessions
 
 
 class DraftEngine:
@@ -45,6 +46,11 @@ class DraftEngine:
         self.max_model_len = llm.llm_engine.model_config.max_model_len
         self.faults = environment.injected_faults()
         self.jobs = 0
+
+    def warm_up(self) -> None:
+        """The first call's allocations, before the target waits on this engine."""
+        self.sessions.draft({"warmup": [1, 2, 3]})
+        self.sessions.release(["warmup"])
 
     def handle(self, job: dict) -> dict:
         started = time.perf_counter()
@@ -82,26 +88,20 @@ class DraftEngine:
             os._exit(3)
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
+def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> tuple[Handler, dict[str, Any]]:
+    """The engine of ``spec``, bound to its cores and warmed up: its handler and what the ready line adds."""
     end_with_parent(spec["parent_pid"], "the draft engine")
     if spec.get("cpu_affinity"):
         os.sched_setaffinity(0, spec["cpu_affinity"])
-    reply = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    started = time.perf_counter()
     from vllm import LLM
 
-    engine = DraftEngine(LLM(**spec["engine"]), spec["k"])
-    engine.sessions.draft({"warmup": [1, 2, 3]})  # first-call allocations
-    engine.sessions.release(["warmup"])
-    reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - started, 2),
-                            "max_model_len": engine.max_model_len}) + "\n")
-    for line in sys.stdin:
-        job = json.loads(line)
-        if job.get("cmd") == "quit":
-            break
-        reply.write(json.dumps(engine.handle(job)) + "\n")
+    engine = engine_cls(LLM(**spec["engine"]), spec["k"])
+    engine.warm_up()
+    return engine.handle, {"max_model_len": engine.max_model_len}
+
+
+def main(engine_cls: type[DraftEngine] = DraftEngine) -> None:
+    serve(partial(start, engine_cls=engine_cls))
 
 
 if __name__ == "__main__":
