@@ -12,7 +12,7 @@ export PYTHONPATH := $(CURDIR)
 # `make bench DEVICE=cuda`: the sweep on GPU-sized model shapes (see benchmarks/README.md).
 DEVICE ?= cpu
 
-.PHONY: setup demo test test-unit test-e2e soak test-upstream test-gpu bench bench-serving bench-steps bench-auto-guard bench-dedicated bench-check bench-baseline kit clean
+.PHONY: setup demo test test-unit test-e2e soak test-upstream test-gpu bench bench-serving bench-steps bench-auto-guard bench-dedicated bench-check bench-baseline kit wheel clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true
 	$(PY) -c "import minedraft, vllm; print('minedraft ready on vLLM', vllm.__version__)"
 	touch $(STAMP)
+
+# The wheel users install: $(WHEEL_DIR)/minedraft-*.whl. Needs no venv, only pip (the isolated build
+# fetches setuptools>=77 from the index); build/ is removed so no stale module slips in.
+# tests/e2e/test_wheel.py builds with this target (WHEEL_DIR and PYTHON set).
+WHEEL_DIR ?= dist
+wheel:
+	rm -rf build
+	$(PYTHON) -m pip wheel --no-deps -w $(WHEEL_DIR) .
+	rm -rf build
 
 kit: setup
 	$(PY) -m modelkit --measure
