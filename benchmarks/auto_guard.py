@@ -52,8 +52,9 @@ def configurations(args) -> list[tuple[int, int]]:
     return [(out, n) for out in args.output_tokens for n in sweep.plan(args, out)[0]]
 
 
-def run_pair(setup, args, draft: str, k: int, instance: int, prompts, log_dir: Path) -> list[dict]:
-    """One fresh (stock, auto) pair: every configuration once per mode."""
+def run_pair(setup, args, draft: str, k: int, instance: int, prompts, log_dir: Path, bar) -> list[dict]:
+    """One fresh (stock, auto) pair: every configuration once per mode; ``bar`` counts the runs."""
+    bar.set_postfix_str(f"{draft} k={k} pair {instance}: starting engines")
     pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
     specs = {mode: ((mode, draft, f"k{k}", f"i{instance}"),) + sweep.worker_spec(setup, draft, mode, k, prompts[:4])
              for mode in MODES}
@@ -66,7 +67,9 @@ def run_pair(setup, args, draft: str, k: int, instance: int, prompts, log_dir: P
         for index, (out, n) in enumerate(configurations(args)):
             order = MODES if (instance + index) % 2 == 0 else MODES[::-1]
             for mode in order:
+                bar.set_postfix_str(f"{draft} k={k} pair {instance} {mode} x{n} out {out}")
                 result = pool.get(*specs[mode]).run(prompts[:n], out)
+                bar.update()
                 samples.append({"draft": draft, "k": k, "instance": instance, "mode": mode,
                                 "output_tokens": out, "requests": n, **result})
     finally:
@@ -174,11 +177,13 @@ def main(argv=None) -> None:
         log_dir = Path(tempfile.mkdtemp(prefix="minedraft-auto-guard-"))
         print(f"worker logs: {log_dir}", flush=True)
         started, samples = time.perf_counter(), []
-        for draft in args.drafts:
-            for k in args.ks:
-                for instance in range(args.instances):
-                    print(f"{draft} k={k} pair {instance}", flush=True)
-                    samples += run_pair(setup, args, draft, k, instance, prompts, log_dir)
+        total = len(args.drafts) * len(args.ks) * args.instances * len(configurations(args)) * len(MODES)
+        with sweep.progress(total, "auto guard") as bar:
+            for draft in args.drafts:
+                for k in args.ks:
+                    for instance in range(args.instances):
+                        sweep.say(f"{draft} k={k} pair {instance}")
+                        samples += run_pair(setup, args, draft, k, instance, prompts, log_dir, bar)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "device_label": setup.device_label, "instances": args.instances,
                 "engine_core": args.engine_core, "prompt_tokens": args.prompt_tokens,

@@ -98,21 +98,33 @@ def worker(setup, draft: str, mode: str, k: int, prompts) -> tuple[tuple, dict, 
     return (mode, draft, f"k{k}"), {"engine": kwargs, "warmup_prompts": prompts[:4]}, env
 
 
-def run_block(setup, args, pool, draft: str, k: int, prompts) -> list[dict]:
+def block_jobs(args) -> list[tuple[int, str, int]]:
+    """(repeat, mode, requests) of every run of one (draft, k), in run order: each round
+    (one repeat at one N) runs every mode once, the order rotating per round."""
+    jobs = []
+    rounds = [(r, n) for r in range(args.repeats) for n in args.concurrency]
+    for index, (repeat, n) in enumerate(rounds):
+        at = [(mode, n) for mode in MODES] + [(PAPER_MODE, 2 * n)] * (2 * n not in args.concurrency)
+        shift = index % len(at)
+        jobs += [(repeat, mode, requests) for mode, requests in at[shift:] + at[:shift]]
+    return jobs
+
+
+def run_block(setup, args, pool, draft: str, k: int, prompts, bar) -> list[dict]:
+    """Every run of one (draft, k), all engines up at once; ``bar`` counts the runs."""
+    bar.set_postfix_str(f"{draft} k={k}: starting engines")
     workers = {mode: worker(setup, draft, mode, k, prompts) for mode in MODES}
     for key, spec, env in workers.values():
         pool.launch(key, spec, env)
     for key, spec, env in workers.values():
         pool.get(key, spec, env)
     samples = []
-    rounds = [(r, n) for r in range(args.repeats) for n in args.concurrency]
-    for index, (repeat, n) in enumerate(rounds):
-        jobs = [(mode, n) for mode in MODES] + [(PAPER_MODE, 2 * n)] * (2 * n not in args.concurrency)
-        shift = index % len(jobs)
-        for mode, requests in jobs[shift:] + jobs[:shift]:
-            result = pool.get(*workers[mode]).run(prompts[:requests], args.output_tokens)
-            samples.append({"draft": draft, "k": k, "mode": mode, "requests": requests, "repeat": repeat,
-                            **result})
+    for repeat, mode, requests in block_jobs(args):
+        bar.set_postfix_str(f"{draft} k={k} {mode} x{requests}")
+        result = pool.get(*workers[mode]).run(prompts[:requests], args.output_tokens)
+        bar.update()
+        samples.append({"draft": draft, "k": k, "mode": mode, "requests": requests, "repeat": repeat,
+                        **result})
     pool.stop_all()
     sweep.print_block([{**s, "output_tokens": args.output_tokens} for s in samples])
     return samples
@@ -250,11 +262,13 @@ def main(argv=None) -> None:
         print(f"worker logs: {log_dir}", flush=True)
         pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
         started, samples = time.perf_counter(), []
+        total = len(args.drafts) * len(args.ks) * len(block_jobs(args))
         try:
-            for draft in args.drafts:
-                for k in args.ks:
-                    print(f"{draft} k={k}", flush=True)
-                    samples += run_block(setup, args, pool, draft, k, prompts)
+            with sweep.progress(total, "dedicated") as bar:
+                for draft in args.drafts:
+                    for k in args.ks:
+                        sweep.say(f"{draft} k={k}")
+                        samples += run_block(setup, args, pool, draft, k, prompts, bar)
         finally:
             pool.stop_all()
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

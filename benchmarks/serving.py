@@ -54,6 +54,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 from harness import server as launch_server
 from harness.engine_args import Speculation, engine_kwargs
@@ -284,22 +286,45 @@ def summarize(raw: dict) -> dict:
     return row
 
 
-def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path) -> list[dict]:
+def scenarios_of(cfg: Config) -> list[Scenario]:
     grid = [(o, r, c) for o in cfg.output_lens for c in cfg.concurrency for r in cfg.rates]
-    scenarios = [Scenario(r, c, seed=i + 1, output_len=o) for i, (o, r, c) in enumerate(grid)]
+    return [Scenario(r, c, seed=i + 1, output_len=o) for i, (o, r, c) in enumerate(grid)]
+
+
+def progress(cfg: Config) -> tqdm:
+    """A bar of the measured runs (scenarios x modes) on stderr: done, left, ETA. Off where
+    stderr is not a terminal (CI, a log file); lines meanwhile go through :func:`say`."""
+    return tqdm(total=len(scenarios_of(cfg)) * len(cfg.modes), desc="serving", unit="run", file=sys.stderr,
+                disable=None, smoothing=0, dynamic_ncols=True)
+
+
+def say(line: str) -> None:
+    """``line`` on stdout, the progress bar (if any) redrawn below it."""
+    tqdm.write(line, file=sys.stdout)
+    sys.stdout.flush()
+
+
+def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path, bar: tqdm) -> list[dict]:
+    """Warm-up, then every scenario in every mode; ``bar`` counts the measured runs (its clock
+    restarts after the warm-up, so that its ETA is the runs' alone)."""
+    scenarios = scenarios_of(cfg)
     log = work / "bench.log"
     warmup = Scenario(math.inf, max(cfg.concurrency), seed=0, output_len=min(cfg.output_lens))
     for name, server in servers.items():  # not recorded
+        bar.set_postfix_str(f"warming up {name}")
         argv = bench_argv(server, cfg, kit, cfg.warmup_prompts, warmup, work, f"warmup-{name}.json")
         run_bench(argv, work / f"warmup-{name}.json", log)
+    bar.reset()
     rows = []
     for i, scenario in enumerate(scenarios):
         for name in rotated(cfg.modes, i):
+            bar.set_postfix_str(f"{scenario.label} {name}")
             rows.append(run_one(cfg, kit, servers[name], scenario, work, log))
+            bar.update()
             r = rows[-1]
-            print(f"{scenario.label:>20} {name:>18}: {r['output_throughput']:7.1f} tok/s, "
-                  f"TTFT p50 {r['ttft']['p50']:7.1f} ms, TPOT p50 {r['tpot']['p50']:6.1f} ms, "
-                  f"goodput {r['goodput']} req/s", flush=True)
+            say(f"{scenario.label:>20} {name:>18}: {r['output_throughput']:7.1f} tok/s, "
+                f"TTFT p50 {r['ttft']['p50']:7.1f} ms, TPOT p50 {r['tpot']['p50']:6.1f} ms, "
+                f"goodput {r['goodput']} req/s")
     return rows
 
 
@@ -489,9 +514,11 @@ def measure(cfg: Config) -> dict:
     work = Path(tempfile.mkdtemp(prefix="minedraft-serving-"))
     print(f"server logs and raw vllm bench results: {work}", flush=True)
     start, load_before = time.monotonic(), os.getloadavg()[0]
-    with running_servers(cfg, kit, work) as servers:
-        print(f"servers ready after {time.monotonic() - start:.0f} s", flush=True)
-        runs = run_sweep(cfg, kit, servers, work)
+    with progress(cfg) as bar:
+        bar.set_postfix_str(f"starting {len(cfg.modes)} servers")
+        with running_servers(cfg, kit, work) as servers:
+            say(f"servers ready after {time.monotonic() - start:.0f} s")
+            runs = run_sweep(cfg, kit, servers, work, bar)
     lo, hi = round(cfg.input_len * (1 - cfg.range_ratio)), round(cfg.input_len * (1 + cfg.range_ratio))
     outs = ", ".join(f"{round(o * (1 - cfg.range_ratio))}-{round(o * (1 + cfg.range_ratio))}" for o in cfg.output_lens)
     return {

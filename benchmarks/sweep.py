@@ -70,6 +70,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tqdm import tqdm
+
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
@@ -177,7 +179,7 @@ class Pool:
         while len(self.workers) >= self.max_alive:
             self.stop(next(iter(self.workers)))
         name = "_".join(str(x) for x in key)
-        print(f"  starting {name}", flush=True)
+        say(f"  starting {name}")
         self.workers[key] = Worker(name, spec, env, self.log_dir)
 
     def get(self, key: tuple, spec: dict, env: dict) -> Worker:
@@ -371,29 +373,55 @@ def block_jobs(modes: list[str], args, interleave: bool) -> list[Job]:
     return jobs if interleave else sorted(jobs, key=lambda j: modes.index(j.mode))
 
 
+def progress(total: int, desc: str) -> tqdm:
+    """A bar of ``total`` runs on stderr: done, left, elapsed and ETA (engine starts included).
+
+    Off where stderr is not a terminal (CI, pytest, a log file). Lines printed meanwhile go
+    through :func:`say`, so that bar and lines do not garble each other.
+    """
+    return tqdm(total=total, desc=desc, unit="run", file=sys.stderr, disable=None, smoothing=0, dynamic_ncols=True)
+
+
+def say(line: str) -> None:
+    """``line`` on stdout, the progress bar (if any) redrawn below it."""
+    tqdm.write(line, file=sys.stdout)
+    sys.stdout.flush()
+
+
+def sweep_blocks(setup: Setup, args) -> list[tuple[str, int | None, list[str]]]:
+    """(draft, k, modes) of every block, in run order."""
+    blocks = []
+    for draft in args.drafts:
+        if setup.interleave:
+            blocks += [(draft, k, list(MODES)) for k in args.ks]
+        else:  # no_sd does not depend on k: once per target
+            blocks += [(draft, None, ["no_sd"])] + [(draft, k, [m for m in MODES if m != "no_sd"]) for k in args.ks]
+    return blocks
+
+
 def run_sweep(setup: Setup, args, prompts: list[list[int]]) -> tuple[list[dict], Pool]:
     """Every block; returns one sample per run."""
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="minedraft-sweep-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"worker logs: {log_dir}", flush=True)
     pool = Pool(max_alive=len(MODES) if setup.interleave else 1, log_dir=log_dir)
+    blocks = sweep_blocks(setup, args)
     samples: list[dict] = []
+    total = sum(len(block_jobs(modes, args, setup.interleave)) for _, _, modes in blocks)
     try:
-        for draft in args.drafts:
-            blocks = [(k, list(MODES)) for k in args.ks]
-            if not setup.interleave:  # no_sd does not depend on k: once per target
-                blocks = [(None, ["no_sd"])] + [(k, [m for m in MODES if m != "no_sd"]) for k in args.ks]
-            for k, modes in blocks:
-                samples += run_block(setup, args, pool, draft, k, modes, prompts)
+        with progress(total, "sweep") as bar:
+            for draft, k, modes in blocks:
+                samples += run_block(setup, args, pool, draft, k, modes, prompts, bar)
                 pool.stop_all(keep=lambda key: key[0] == "no_sd")
     finally:
         pool.stop_all()
     return samples, pool
 
 
-def run_block(setup, args, pool: Pool, draft: str, k, modes: list[str], prompts) -> list[dict]:
-    """All runs of one (draft, k): workers started on first use, in job order."""
-    print(f"{draft} k={k}: {', '.join(modes)}", flush=True)
+def run_block(setup, args, pool: Pool, draft: str, k, modes: list[str], prompts, bar: tqdm) -> list[dict]:
+    """All runs of one (draft, k): workers started on first use, in job order; ``bar`` counts them."""
+    say(f"{draft} k={k}: {', '.join(modes)}")
+    bar.set_postfix_str(f"{draft} k={k}: starting engines")
     workers = {mode: ((worker_key(setup, draft, mode, k),) + worker_spec(setup, draft, mode, k, prompts[:4]))
                for mode in modes}
     if setup.interleave:
@@ -405,11 +433,14 @@ def run_block(setup, args, pool: Pool, draft: str, k, modes: list[str], prompts)
             ready_worker(setup, pool, *worker)
     samples, skipped = [], set()
     for job in block_jobs(modes, args, setup.interleave):
+        bar.set_postfix_str(f"{draft} k={k} {job.mode} x{job.requests} out {job.output_tokens}")
         worker = None if job.mode in skipped else ready_worker(setup, pool, *workers[job.mode])
         if worker is None:
             skipped.add(job.mode)
+            bar.update()
             continue
         result = worker.run(prompts[:job.requests], job.output_tokens)
+        bar.update()
         samples.append({"draft": draft, "target": setup.target_names[draft], "k": k, "mode": job.mode,
                         "requests": job.requests, "repeat": job.repeat, "output_tokens": job.output_tokens,
                         **result})
@@ -434,7 +465,7 @@ def ready_worker(setup: Setup, pool: Pool, key: tuple, spec: dict, env: dict) ->
         if setup.device == "cpu":
             raise
         pool.stop(key)
-        print(f"sweep: skipping {key}: {str(error).splitlines()[-1]}", flush=True)
+        say(f"sweep: skipping {key}: {str(error).splitlines()[-1]}")
         setup.meta.setdefault("skipped", []).append("_".join(key))
         return None
 
@@ -444,8 +475,8 @@ def print_block(samples: list[dict]) -> None:
     for s in samples:
         by[(s["output_tokens"], s["requests"], s["mode"])].append(s["tok_s"])
     for (out, n, mode), rates in sorted(by.items()):
-        print(f"    out {out:<4} x{n:<3} {mode:>18} {statistics.median(rates):8.1f} tok/s "
-              f"({min(rates):.0f}..{max(rates):.0f}, {len(rates)} runs)", flush=True)
+        say(f"    out {out:<4} x{n:<3} {mode:>18} {statistics.median(rates):8.1f} tok/s "
+            f"({min(rates):.0f}..{max(rates):.0f}, {len(rates)} runs)")
 
 
 # ---------------------------------------------------------------- summary rows

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import time
 from pathlib import Path
+
+from tqdm import tqdm
 
 from modelkit import build_kit
 from minedraft.config.settings import MineDraftSettings
@@ -77,9 +81,18 @@ def main() -> None:
     args = parser.parse_args()
     kit = build_kit()
     results = {}
-    for name, mode in RUNS.items():
-        print(f"running {name} ...", flush=True)
-        results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), passes=2)
+    # Configurations done, left and the ETA on stderr; off where stderr is not a terminal.
+    with tqdm(total=len(RUNS), desc="demo", unit="engine", file=sys.stderr, disable=None, smoothing=0,
+              dynamic_ncols=True) as bar:
+        for name, mode in RUNS.items():
+            bar.set_postfix_str(f"running {name}")
+            started = time.perf_counter()
+            r = results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), passes=2)
+            bar.update()
+            tqdm.write(f"{name}: {r['output_tokens_per_s']:.0f} tok/s cold, "
+                       f"{r['warm'][0]['output_tokens_per_s']:.0f} warm ({time.perf_counter() - started:.0f} s "
+                       "with the engine's start)", file=sys.stdout)
+            sys.stdout.flush()
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "demo.json").write_text(json.dumps({m: {k: v for k, v in r.items() if k != "tokens"}
