@@ -77,7 +77,7 @@ def venv(tmp_path):
     dist = tmp_path / "dist"
     build = run(["make", "-C", REPO, "--no-print-directory", "wheel", f"WHEEL_DIR={dist}", f"PYTHON={sys.executable}"],
                 env={**os.environ, "PIP_VERBOSE": "1"}, timeout=BUILD_TIMEOUT_S)
-    # setuptools' deprecations (the license table, classifiers, ...); pip >= 25.3 calls them BuildBackendWarning.
+    # setuptools' deprecations (the license table, classifiers, ...): BuildBackendWarning under pip 26.3.
     warnings = [line for line in build.splitlines() if "DeprecationWarning" in line or "BuildBackendWarning" in line]
     assert not warnings, "\n".join(warnings)
     (wheel,) = dist.glob("minedraft-*.whl")
