@@ -102,4 +102,4 @@ bench-baseline: setup
 	$(BENCH) --benchmark-save=baseline
 
 clean:
-	rm -rf $(VENV) *.egg-info
+	rm -rf $(VENV) *.egg-info dist build
