@@ -47,7 +47,7 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable tests benchmarks
 
 # The tiers, fastest first (markers set by folder in tests/conftest.py; `pytest -m` works too).
-# No vLLM engine, about 1.5 min; starting an engine fails the test (tests/unit/engine_guard.py).
+# No vLLM engine, about 1 min; starting an engine fails the test (tests/unit/engine_guard.py).
 test-unit: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m unit tests/unit
 
@@ -72,7 +72,7 @@ BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 	--benchmark-storage=benchmarks/baselines --benchmark-columns=min,median,mean,stddev,rounds
 
 # The sweep (concurrency x k x draft x output length, four modes; writes benchmarks/results/<device>/),
-# then the suites. ~50 min on 2 idle cores (the sweep ~45 min).
+# then the suites. About 7 min per (draft, k) on 2 idle cores: about an hour for the three kit drafts at k 1, 3, 5.
 bench: setup
 	$(PY) benchmarks/sweep.py --device $(DEVICE)
 	$(BENCH)
@@ -89,7 +89,7 @@ bench-auto-guard: setup
 bench-dedicated: setup
 	$(PY) benchmarks/dedicated.py --update-readme
 
-# Per-step lane timings and e2e ratios (benchmarks/results/cpu/step_overlap.*); slow (~12 min).
+# Per-step lane timings and e2e ratios: the calibration auto ships (minedraft/cost_model/calibration/); ~12 min.
 bench-steps: setup
 	$(PY) benchmarks/step_overlap.py
 
