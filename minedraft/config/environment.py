@@ -3,10 +3,13 @@
 Settings (``ENGINE_SETTINGS``) are a convenience beside ``--additional-config``:
 the front end reads them once (settings.py) and ships the result to the other
 processes inside vLLM's config. The rest are for the model kit, the tests and
-the project's own tooling; the runtime reads only the fault hooks, and only in
-tests' engines. The few variables of vLLM and CUDA the runtime must respect are
-read here too (:func:`inherited`): no other module of the package reads the
-environment (tests/unit/config/test_environment.py checks).
+the project's own tooling; of those the runtime reads only the drafter's
+self-check, and only in tests' draft engines. The fault variables are read by
+the tests' own wrappers of the worker and the draft engine
+(tests/e2e/fault_injection.py). The few variables of vLLM and CUDA the
+runtime must respect are read here too (:func:`inherited`): no other module
+of the package reads the environment (tests/unit/config/test_environment.py
+checks).
 """
 
 from __future__ import annotations
@@ -70,18 +73,6 @@ def inherited(name: str) -> str | None:
 
 def kit_dir() -> str:
     return get("MINEDRAFT_KIT_DIR") or os.path.expanduser("~/.cache/minedraft/kit-v1")
-
-
-def injected_faults() -> frozenset[str]:
-    return frozenset((get("MINEDRAFT_INJECT_FAULT") or "").split(",")) - {""}
-
-
-def fault_marker() -> str | None:
-    return get("MINEDRAFT_FAULT_MARKER")
-
-
-def fault_stall_s() -> float:
-    return float(get("MINEDRAFT_FAULT_STALL_S") or 5)
 
 
 def drafter_self_check() -> bool:

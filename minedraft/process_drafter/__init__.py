@@ -8,18 +8,25 @@ Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
   :class:`~minedraft.process_drafter.proposer.RemoteDraftProposer`: the target's
   worker loads no draft model and allocates no KV cache for it;
 * ``proposer.py`` (target worker) turns each ``propose`` into a job holding
-  only the tokens each request gained since its last job;
+  only the tokens each request gained since its last job, sends it and
+  applies the reply (resyncs, statistics);
 * ``client.py`` starts the draft engine process, sends jobs and collects
   drafts with a bound; a late or dead drafter means verifying without drafts;
+* ``protocol.py``: the JSON-lines child protocol the client and the engine
+  speak (the project's tooling, ``harness/child.py``, uses it too);
 * ``engine.py`` (the drafter's process) keeps the token histories and drafts
   k tokens per request greedily with vLLM's ``LLM``;
 * ``sessions.py`` keeps each request's draft KV in that engine from job to
   job (one streaming-input session per request), and
   ``session_scheduler.py`` rolls a session back to the tokens the target
   accepted;
-* ``placement.py``: ``cpu:``/``cuda:`` device strings and the process's binding.
+* ``placement.py`` (minedraft/config/): ``cpu:``/``cuda:`` device strings and the process's binding.
 
-The two-batch pipeline is MineDraft's usual one (core/scheduler.py,
-worker/runner_mixin.py): in a parallel step the job of the group verified
-last step is sent when the step starts and collected when it ends.
+In the target's worker the process drafter is a draft source
+(minedraft/worker/process_source.py) behind the same interface as the
+in-process drafter, so MineDraft's usual two-batch pipeline
+(scheduling/scheduler.py, worker/runner_mixin.py) runs unchanged: in a
+parallel step the job of the group verified last step is sent when the step
+starts and collected when it ends; the requests it left without drafts reach
+the scheduler as ``late_req_ids`` (minedraft:late_drafts).
 """

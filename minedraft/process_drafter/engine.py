@@ -18,7 +18,9 @@ line::
 
 It speaks the child protocol (minedraft/process_drafter/protocol.py): replies
 go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the log file
-the client gives as stderr.
+the client gives as stderr. Tests start a module of their own that calls
+:func:`main` with a subclass of :class:`DraftEngine` (faults injected by
+wrapping ``handle``).
 """
 
 from __future__ import annotations
@@ -44,8 +46,6 @@ class DraftEngine:
         self.self_check = environment.drafter_self_check()  # tests: also draft from scratch and compare
         self.sessions = DraftSessions(llm, k, spare_slots=1 if self.self_check else 0)  # the check's requests
         self.max_model_len = llm.llm_engine.model_config.max_model_len
-        self.faults = environment.injected_faults()
-        self.jobs = 0
 
     def warm_up(self) -> None:
         """The first call's allocations, before the target waits on this engine."""
@@ -54,8 +54,6 @@ class DraftEngine:
 
     def handle(self, job: dict) -> dict:
         started = time.perf_counter()
-        self.jobs += 1
-        self._inject_fault()
         released = job.get("release", ())
         resync = self.histories.apply(released, job.get("updates", ()))
         self.sessions.release([*released, *resync])
@@ -78,14 +76,6 @@ class DraftEngine:
         outputs = self.llm.generate([{"prompt_token_ids": self.histories.tokens[r]} for r in ids], params,
                                     use_tqdm=False) if ids else []
         return sum(drafted[r] != list(o.outputs[0].token_ids) for r, o in zip(ids, outputs))
-
-    def _inject_fault(self) -> None:
-        """Tests only (MINEDRAFT_INJECT_FAULT, comma-separated): ``drafter_stall`` sleeps
-        MINEDRAFT_FAULT_STALL_S (default 5) in its 3rd job, ``drafter_exit`` dies in its 12th."""
-        if "drafter_stall" in self.faults and self.jobs == 3:
-            time.sleep(environment.fault_stall_s())
-        if "drafter_exit" in self.faults and self.jobs == 12:
-            os._exit(3)
 
 
 def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> tuple[Handler, dict[str, Any]]:

@@ -2,33 +2,38 @@
 
 vLLM builds it through its ``custom_class`` speculative method (the front end
 puts it there, see frontend.py) and calls ``load_model`` (start the draft
-engine) and ``propose``. MineDraft's model runner routes ``propose`` to
-:meth:`RemoteDraftProposer.prepare` instead, because a job needs the
-requests' ids, which vLLM's proposer interface does not pass: the job keeps
-only the tokens each request gained since its last job, so it costs nothing
-to hold it until the next step. ``start`` sends it, ``finish`` waits for the
-drafts at most ``drafter_timeout_s``; without them the requests are verified
-without drafts (exact) and counted as late.
+engine) and ``propose``. MineDraft's model runner reaches it through its draft
+source instead (minedraft/worker/process_source.py), because a job needs the
+requests' ids, which vLLM's proposer interface does not pass:
+:meth:`RemoteDraftProposer.prepare` makes a job that keeps only the tokens
+each request gained since its last job, so it costs nothing to hold it until
+the next step. :meth:`~RemoteDraftProposer.send` sends it,
+:meth:`~RemoteDraftProposer.receive` waits for the drafts at most
+``drafter_timeout_s`` and applies the reply here (resyncs, statistics); the
+job turns the reply into drafts per row, the rows without them late
+(verified without drafts, which is exact, and counted).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from minedraft.process_drafter.client import DrafterClient
-from minedraft.registry import DRAFT_ENGINE_KEY
-from minedraft.process_drafter.history import SentHistories, Update
 from minedraft.config.placement import DrafterDevice
+from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
-from minedraft.config.settings import MineDraftSettings
+from minedraft.process_drafter.client import DRAFT_ENGINE, DrafterClient
+from minedraft.process_drafter.history import SentHistories, Update
+from minedraft.registry import DRAFT_ENGINE_KEY
+from minedraft.scheduling.output import MineDraftDraftTokenIds
 
 logger = get_logger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RemoteDraftJob:
     """Drafts for ``req_ids`` (the batch's rows at capture); ``drafted`` are the rows that get some."""
 
@@ -36,35 +41,19 @@ class RemoteDraftJob:
     drafted: list[str]
     updates: list[Update]
     released: list[str]
-    proposer: RemoteDraftProposer
-    job_id: int | None = None
-    sent_at: float | None = None  # set for inline jobs: their round trip is timed
 
-    def start(self) -> None:
-        if self.drafted or self.released:
-            self.job_id = self.proposer.client.send(
-                {"release": self.released, "updates": self.updates, "draft": self.drafted})
+    def message(self) -> dict[str, Any] | None:
+        """What the draft engine is sent; None when there is nothing to send."""
+        if not (self.drafted or self.released):
+            return None
+        return {"release": self.released, "updates": self.updates, "draft": self.drafted}
 
-    def finish(self) -> tuple[list[str], list[list[int]]]:
-        """(req_ids, drafts per row); rows the drafter did not answer in time get none."""
-        drafts: dict[str, list[int]] = {}
-        if self.drafted:
-            reply = self.proposer.client.receive(self.job_id, self.proposer.timeout_s)
-            self.proposer.stats.observe(reply, self.sent_at)
-            if reply is None:
-                # The drafter still applies this job's histories (jobs are processed in
-                # order), so the next job's updates start where this one's ended.
-                self.proposer.late_req_ids += self.drafted
-            else:
-                self.proposer.sent.forget(reply["resync"])
-                drafts = dict(zip(self.drafted, reply["drafts"]))
-        return self.req_ids, [drafts.get(r, []) for r in self.req_ids]
-
-    def run(self) -> tuple[list[str], list[list[int]]]:
-        """Inline (a plain-SD step): send and wait; the round trip is timed."""
-        self.sent_at = time.perf_counter()
-        self.start()
-        return self.finish()
+    def result(self, reply: dict[str, Any] | None) -> MineDraftDraftTokenIds:
+        """Drafts per row from the engine's reply; without one (late or gone) the drafted rows get none
+        and are late."""
+        drafts = {} if reply is None else dict(zip(self.drafted, reply["drafts"]))
+        late = list(self.drafted) if reply is None else []
+        return MineDraftDraftTokenIds(list(self.req_ids), [drafts.get(r, []) for r in self.req_ids], late)
 
 
 @dataclass
@@ -104,6 +93,9 @@ class JobStats:
 class RemoteDraftProposer:
     """vLLM ``custom_class`` proposer: jobs for the draft engine process (minedraft/process_drafter/)."""
 
+    # How the draft engine process is started (tests start a module of theirs, which injects faults).
+    engine_entry: tuple[str, ...] = DRAFT_ENGINE
+
     def __init__(self, vllm_config: Any) -> None:
         settings = MineDraftSettings.of(vllm_config)
         self.engine_kwargs: dict[str, Any] = vllm_config.additional_config[DRAFT_ENGINE_KEY]
@@ -113,7 +105,6 @@ class RemoteDraftProposer:
         self.max_model_len = vllm_config.model_config.max_model_len
         self.sent = SentHistories()
         self.client: DrafterClient | None = None
-        self.late_req_ids: list[str] = []  # rows verified without their drafts, since the last take
         self.stats = JobStats()
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
@@ -121,7 +112,7 @@ class RemoteDraftProposer:
         # The draft engine ends with this worker; this worker (vLLM's own process) with its
         # engine core, also if vLLM's death pipe does not get it out.
         end_with_vllm_parent()
-        self.client = DrafterClient(self.engine_kwargs, self.device, self.k)
+        self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
 
     def prepare(self, req_ids: list[str], sampled_token_ids: list[list[int]], num_tokens_no_spec,
@@ -136,19 +127,38 @@ class RemoteDraftProposer:
                 continue
             updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
             drafted.append(req_id)
-        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released(), self)
+        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released())
 
-    def release(self, req_ids) -> None:
+    def send(self, job: RemoteDraftJob) -> int | None:
+        """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""
+        message = job.message()
+        return None if message is None else self.client.send(message)
+
+    def receive(self, job: RemoteDraftJob, job_id: int | None,
+                sent_at: float | None = None) -> MineDraftDraftTokenIds:
+        """``job``'s drafts, waited for at most ``timeout_s``; ``sent_at``: an inline job's send, timed."""
+        if not job.drafted:  # nothing to wait for (a job that only releases: its reply is dropped as stale)
+            return job.result(None)
+        reply = self.client.receive(job_id, self.timeout_s)
+        self.stats.observe(reply, sent_at)
+        if reply is not None:
+            self.sent.forget(reply["resync"])
+        # A late job's histories are still applied by the drafter (jobs are processed in
+        # order), so the next job's updates start where this one's ended.
+        return job.result(reply)
+
+    def round_trip(self, job: RemoteDraftJob) -> MineDraftDraftTokenIds:
+        """Inline (a plain-SD step): send and wait; the round trip is timed."""
+        sent_at = time.perf_counter()
+        return self.receive(job, self.send(job), sent_at)
+
+    def release(self, req_ids: Iterable[str]) -> None:
         """Finished or preempted requests: dropped by the drafter with the next job."""
         self.sent.release(req_ids)
 
-    def take_late(self) -> list[str]:
-        late, self.late_req_ids = self.late_req_ids, []
-        return late
-
     def propose(self, *args: Any, **kwargs: Any):
         raise RuntimeError("minedraft: the process drafter needs MineDraft's model runner "
-                           "(--scheduler-cls minedraft), which calls prepare() with the requests' ids.")
+                           "(--scheduler-cls minedraft), which sends its jobs with the requests' ids.")
 
     def shutdown(self) -> None:
         if self.client is not None:

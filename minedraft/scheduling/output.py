@@ -34,7 +34,31 @@ class MineDraftSchedulerOutput(SchedulerOutput):
 
 @dataclass
 class MineDraftDraftTokenIds(DraftTokenIds):
-    # Requests the draft lane owed drafts this step that came back without
-    # them (a process drafter late beyond its bound, or gone): they are
-    # verified without drafts, which stays exact.
+    """The worker's drafts and the requests left without them: what a draft source returns
+    (minedraft/worker/draft_source.py) and the scheduler counts."""
+
+    # Requests the draft source owed drafts that came back without them (a
+    # process drafter late beyond its bound, or gone): they are verified
+    # without drafts, which stays exact. [num_late]
     late_req_ids: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, drafts: DraftTokenIds) -> MineDraftDraftTokenIds:
+        """``drafts`` as MineDraft's: vLLM's own (its runner's inline drafts, its tests') have none late."""
+        if isinstance(drafts, cls):
+            return drafts
+        return cls(drafts.req_ids, drafts.draft_token_ids)
+
+    def without_drafts(self) -> MineDraftDraftTokenIds:
+        """Only the late requests (drafts dropped as stale: their requests still went without)."""
+        return MineDraftDraftTokenIds([], [], list(self.late_req_ids))
+
+
+def merge_drafts(first: DraftTokenIds | None, then: DraftTokenIds | None) -> MineDraftDraftTokenIds | None:
+    """``first``'s rows, then ``then``'s, and the late requests of both (None: neither has any)."""
+    if first is None or then is None:
+        one = then if first is None else first
+        return None if one is None else MineDraftDraftTokenIds.of(one)
+    a, b = MineDraftDraftTokenIds.of(first), MineDraftDraftTokenIds.of(then)
+    return MineDraftDraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids,
+                                  a.late_req_ids + b.late_req_ids)

@@ -48,7 +48,7 @@ from vllm.v1.request import Request, RequestStatus
 from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
-from minedraft.scheduling.output import MineDraftSchedulerOutput
+from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.config.settings import MineDraftSettings
@@ -200,7 +200,7 @@ class MineDraftScheduler(Scheduler):
 
     # ------------------------------------------------------------------ drafts
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
-        late = len(getattr(draft_token_ids, "late_req_ids", ()))
+        late = len(MineDraftDraftTokenIds.of(draft_token_ids).late_req_ids)
         self.minedraft_stats.late_drafts += late
         self.minedraft_totals.late_drafts += late
         # A request preempted while its drafts were being made is waiting

@@ -1,6 +1,6 @@
 """MineDraft's CPU model runner: vLLM's ``CPUModelRunner`` with MineDraft's deferral logic
-(``runner_mixin.py``) and the CPU lane parts: a thread lane, and vLLM's CPU kernels serialised
-while a draft job runs beside the target."""
+(``runner_mixin.py``) and the CPU lane parts of the in-process drafter: a thread lane, and vLLM's
+CPU kernels serialised while a draft job runs beside the target."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
 from minedraft.log import get_logger
 from minedraft.monkeypatch import serialise_cpu_kernels
+from minedraft.worker.draft_source import DraftLaneError
 from minedraft.worker.lanes import Lane, ThreadLane, make_lane
-from minedraft.worker.runner_mixin import DraftLaneError, LanePlanError, MineDraftRunnerMixin
+from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
 
 __all__ = ["DraftLaneError", "LanePlanError", "MineDraftCPUModelRunner"]
 
@@ -36,8 +37,8 @@ class MineDraftCPUModelRunner(MineDraftRunnerMixin, CPUModelRunner):
             return "serial"
         return kind
 
-    def _before_submit(self, job_this_step: bool) -> None:
+    def _before_submit(self, lane: Lane, job_this_step: bool) -> None:
         """vLLM's CPU kernels need one lock while a draft job runs beside the target, and
         only then: the lane has just been joined, so nothing runs on it now."""
-        if isinstance(self.draft_lane, ThreadLane):
+        if isinstance(lane, ThreadLane):
             serialise_cpu_kernels(job_this_step)

@@ -31,5 +31,5 @@ class MineDraftCPUWorker(CPUWorker):
     def shutdown(self) -> None:
         runner = getattr(self, "model_runner", None)
         if isinstance(runner, MineDraftCPUModelRunner):
-            runner.draft_lane.shutdown()
+            runner.draft_source.shutdown()
         super().shutdown()

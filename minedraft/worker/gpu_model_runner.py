@@ -1,10 +1,10 @@
 """MineDraft's GPU model runner: vLLM's V1 (MRV1) ``GPUModelRunner`` with MineDraft's deferral
-logic (``runner_mixin.py``) and the GPU lane parts: a side CUDA stream, submitted after the
-target's forward is enqueued and gated by the event recorded at capture.
+logic (``runner_mixin.py``) and the GPU lane parts of the in-process drafter: a side CUDA stream,
+submitted after the target's forward is enqueued and gated by the event recorded at capture.
 
 NOT VALIDATED INSIDE vLLM ON A GPU YET: the front end says so in one WARNING line. The lane's
 ordering and memory rules are unit-tested with a recording fake of ``torch.cuda``
-(``tests/unit/test_lanes.py``) and torch-level on a GPU where one is present (``tests/gpu``).
+(``tests/unit/worker/test_lanes.py``) and torch-level on a GPU where one is present (``tests/gpu``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ require_supported_vllm()
 
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-from minedraft.worker.draft_job import DraftJob
 from minedraft.worker.lanes import CudaStreamLane, InlineLane, Lane
 from minedraft.worker.runner_mixin import MineDraftRunnerMixin
 
@@ -32,6 +31,6 @@ class MineDraftGPUModelRunner(MineDraftRunnerMixin, GPUModelRunner):
             return InlineLane()
         return CudaStreamLane(self.device)
 
-    def _on_captured(self, job: DraftJob) -> None:
-        if isinstance(self.draft_lane, CudaStreamLane):
-            self.draft_lane.captured()
+    def _on_captured(self, lane: Lane) -> None:
+        if isinstance(lane, CudaStreamLane):
+            lane.captured()

@@ -22,5 +22,5 @@ class MineDraftGPUWorker(Worker):
     def shutdown(self) -> None:
         runner = getattr(self, "model_runner", None)
         if isinstance(runner, MineDraftGPUModelRunner):
-            runner.draft_lane.shutdown()
+            runner.draft_source.shutdown()
         super().shutdown()

@@ -1,4 +1,4 @@
-"""Execution lanes: where the deferred draft job runs while the target verifies.
+"""Execution lanes: where the in-process drafter's deferred job runs while the target verifies.
 
 One interface, three implementations:
 
@@ -12,8 +12,6 @@ One interface, three implementations:
   after an event from the main stream. Written against this interface but not
   yet validated on a GPU (no GPU was available when it was written).
 * :class:`InlineLane`: runs the job at submission (debugging, measurements).
-* :class:`RemoteLane`: the job runs in the process drafter's own process
-  (minedraft/process_drafter/): ``submit`` sends it, ``wait`` collects its drafts.
 
 ``submit`` never blocks on the job; ``wait`` returns its result or re-raises
 its exception in the caller's thread, so a failing draft surfaces as an
@@ -188,35 +186,6 @@ class CudaStreamLane(Lane):
         self._job = None  # M now runs after S: the job's inputs may be freed
         outcome, self._outcome = self._outcome, (None, None)
         return outcome
-
-
-class RemoteLane(Lane):
-    """Jobs with ``start()`` (send) and ``finish()`` (collect, bounded by the job itself)."""
-
-    def __init__(self, on_shutdown: Callable[[], None] | None = None) -> None:
-        self._job: Any = None
-        self._error: BaseException | None = None
-        self._on_shutdown = on_shutdown
-
-    def submit(self, job: Any) -> None:
-        self._pending, self._job, self._error = True, job, None
-        try:
-            job.start()
-        except BaseException as e:  # re-raised by wait()
-            self._error = e
-
-    def _join(self) -> tuple[Any, BaseException | None]:
-        job, self._job = self._job, None
-        if self._error is not None:
-            return None, self._error
-        try:
-            return job.finish(), None
-        except BaseException as e:
-            return None, e
-
-    def shutdown(self) -> None:
-        if self._on_shutdown is not None:
-            self._on_shutdown()
 
 
 def make_lane(kind: str, device: torch.device, lane_threads: int | None = 1) -> Lane:

@@ -1,56 +1,53 @@
-"""MineDraft's model-runner logic shared by the CPU and GPU runners: verify on the main lane, draft on the draft lane.
+"""MineDraft's model-runner logic shared by the CPU and GPU runners: verify now, draft beside the next step.
 
 In a parallel step (``scheduler_output.defer_drafts``) the runner does
-everything vLLM's runner does except the drafter's forward: the call to
-``drafter.propose`` is captured with copies of its inputs (``DraftJob``) and
-answered with placeholders that never reach the scheduler. At the start of
-the next step the job is submitted to the draft lane, where it runs while the
-target verifies the other group; ``take_draft_token_ids`` joins the lane and
-returns the job's drafts. The drafter therefore sees exactly the calls stock
-speculative decoding makes, in the same order, one step later: its KV cache
-catches up on every accepted token before it drafts.
+everything vLLM's runner does except drafting: the ``drafter.propose`` call is
+prepared as a job (``DraftSource.prepare``) and answered with placeholders
+that never reach the scheduler. At the start of the next step the job is run
+beside the target's forward, which verifies the other group;
+``take_draft_token_ids`` collects its drafts. The drafter therefore sees
+exactly the calls stock speculative decoding makes, in the same order, one
+step later: its KV cache catches up on every accepted token before it drafts.
+In a fallback step the call drafts now (``DraftSource.draft_now``), as in vLLM.
 
-In a fallback step ``propose`` runs inline as in vLLM, after any job still on
-the lane has finished (the drafter's buffers belong to one call at a time).
-So does a deferred call whose copy would exceed ``capture_max_mib`` (EAGLE's
-hidden states of a long prefill chunk): its drafts are made at capture and
-the next step's job only hands them over.
+Where drafts come from is a draft source (``draft_source.py``), chosen once
+when the runner is built from the drafter vLLM built: the in-process drafter
+on an execution lane, or the process drafter's engine in a process of its
+own. The logic here never asks which.
 
 The contract with the scheduler is typed: every step brings a
-``MineDraftSchedulerOutput`` (``defer_drafts``: capture this step's propose;
-``draft_only_req_ids``: the requests whose drafts the job submitted this step
-must deliver). The runner checks that the job covers every one of them.
-The drafter is routed through one proxy, installed once on the drafter at
-start-up (``drafter.propose``), that captures or runs the call per step.
+``MineDraftSchedulerOutput`` (``defer_drafts``: defer this step's propose;
+``draft_only_req_ids``: the requests whose drafts the job run this step must
+deliver). The runner checks that the job covers every one of them, and
+returns ``MineDraftDraftTokenIds``: the drafts and the requests the source
+left without them. The drafter is routed through one proxy, installed once
+on the drafter at start-up (``drafter.propose``).
 
 The platform runners (``cpu_model_runner.py``, ``gpu_model_runner.py``) add
-only their lane and platform parts through three hooks: ``_make_draft_lane``,
-``_before_submit`` (the CPU kernel lock) and ``_on_captured`` (the CUDA
-lane's capture event); ``SUBMIT_BEFORE_TARGET`` says whether a step's job
-is submitted before the target's forward (a CPU thread must be running
-first) or after it is enqueued (a CUDA stream: the target's launch first).
+only their lane and platform parts, for the in-process source, through three
+hooks: ``_make_draft_lane``, ``_before_submit`` (the CPU kernel lock) and
+``_on_captured`` (the CUDA lane's capture event); ``SUBMIT_BEFORE_TARGET``
+says whether a step's job starts before the target's forward (a CPU thread
+must be running first) or after it is enqueued (a CUDA stream: the target's
+launch first).
 """
 
 from __future__ import annotations
 
-import time
-
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft.config import environment
-from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.process_drafter.proposer import RemoteDraftProposer
-from minedraft.log import get_logger
 from minedraft.config.settings import MineDraftSettings
-from minedraft.worker.draft_job import DraftJob, as_lists, placeholder_drafts, snapshot_nbytes
-from minedraft.worker.lanes import Lane, RemoteLane
+from minedraft.log import get_logger
+from minedraft.process_drafter.proposer import RemoteDraftProposer
+from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
+from minedraft.worker.draft_job import placeholder_drafts
+from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
+from minedraft.worker.in_process_source import InProcessDraftSource
+from minedraft.worker.lanes import Lane
+from minedraft.worker.process_source import ProcessDraftSource
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
-
-
-class DraftLaneError(RuntimeError):
-    """The draft lane failed; the engine stops with this error."""
 
 
 class LanePlanError(RuntimeError):
@@ -65,28 +62,34 @@ class MineDraftRunnerMixin:
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.settings = MineDraftSettings.of(self.vllm_config)
-        self.remote_drafter = getattr(self, "drafter", None)
-        if not isinstance(self.remote_drafter, RemoteDraftProposer):
-            self.remote_drafter = None
-        self.draft_lane: Lane = (RemoteLane(on_shutdown=self.remote_drafter.shutdown) if self.remote_drafter
-                                 else self._make_draft_lane())
-        self._captured_job: DraftJob | None = None
-        self._lane_drafts: DraftTokenIds | None = None
-        self._defer_this_step = False
-        self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
         profile_path = self.settings.step_profile
         self.step_profiler = StepProfiler(profile_path) if profile_path else None
+        self._captured_job: Job | None = None
+        self._defer_this_step = False
+        self.draft_source = self._make_draft_source()
         self._install_propose_proxy()
-        logger.info("MineDraft draft lane: %s", type(self.draft_lane).__name__)
 
-    # -------------------------------------------------------------- platform hooks
+    def _make_draft_source(self) -> DraftSource:
+        """The one place that tells the sources apart: the front end gives the process drafter's
+        target vLLM's ``custom_class`` method with :class:`RemoteDraftProposer` as its drafter."""
+        drafter = getattr(self, "drafter", None)
+        if isinstance(drafter, RemoteDraftProposer):
+            logger.info("MineDraft draft source: the process drafter")
+            return ProcessDraftSource(drafter)
+        lane = self._make_draft_lane()
+        logger.info("MineDraft draft lane: %s", type(lane).__name__)
+        return InProcessDraftSource(
+            drafter.propose if drafter is not None else None, lane, capture_max_mib=self.settings.capture_max_mib,
+            before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler)
+
+    # -------------------------------------------------------------- platform hooks (in-process source)
     def _make_draft_lane(self) -> Lane:
         raise NotImplementedError
 
-    def _before_submit(self, job_this_step: bool) -> None:
-        """Called at the start of every step, with no job on the lane."""
+    def _before_submit(self, lane: Lane, job_this_step: bool) -> None:
+        """Called at the start of every step, with no job on ``lane``."""
 
-    def _on_captured(self, job: DraftJob) -> None:
+    def _on_captured(self, lane: Lane) -> None:
         """Called right after a deferred ``propose`` was captured (its inputs copied)."""
 
     # -------------------------------------------------------------- step
@@ -97,9 +100,7 @@ class MineDraftRunnerMixin:
             self.step_profiler.begin(
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
-        if self.remote_drafter is not None:
-            self.remote_drafter.release(
-                scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
+        self.draft_source.release(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
         if self.SUBMIT_BEFORE_TARGET:
             self._submit_deferred_job(plan.draft_only_req_ids)
             return super().execute_model(scheduler_output, intermediate_tensors)
@@ -111,23 +112,17 @@ class MineDraftRunnerMixin:
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if self.step_profiler is not None:
             self.step_profiler.main_lane_done()
-        self._collect_lane()
-        lane, self._lane_drafts = self._lane_drafts, None
+        lane = self.draft_source.collect()
         inline = None if self._defer_this_step else super().take_draft_token_ids()
         if self.step_profiler is not None:
             self.step_profiler.end()
-        drafts = _merge(lane, inline)
-        late = self.remote_drafter.take_late() if self.remote_drafter is not None else []
-        if late:
-            drafts = MineDraftDraftTokenIds(drafts.req_ids, drafts.draft_token_ids, late_req_ids=late)
-        return drafts
+        return merge_drafts(lane, inline)
 
-    # -------------------------------------------------------------- lane
+    # -------------------------------------------------------------- the deferred job
     def _collect_stale_job(self) -> None:
-        # Drafts of a job whose step had no take_draft_token_ids (an empty
-        # step) are stale: drop them. The drafter's KV cache was still updated.
-        self._collect_lane()
-        self._lane_drafts = None
+        # Drafts of a job whose step had no take_draft_token_ids (an empty step) are stale: drop
+        # them. The drafter's KV cache was still updated.
+        self.draft_source.discard()
 
     def _submit_deferred_job(self, planned: list[str]) -> None:
         self._collect_stale_job()
@@ -138,74 +133,28 @@ class MineDraftRunnerMixin:
                 f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
                 "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
             )
-        self._before_submit(job is not None)
-        if job is None:
-            return
-        if isinstance(self.draft_lane, RemoteLane):  # the job runs in the drafter's process
-            self.draft_lane.submit(job)
-            return
-        job = _inject_fault(job, environment.injected_faults())
-        run = job.run if self.step_profiler is None else self.step_profiler.timed(job.run)
-        self.draft_lane.submit(run)
-
-    def _collect_lane(self) -> None:
-        """Join the lane; keep its drafts for ``take_draft_token_ids``."""
-        if not self.draft_lane.busy:
-            return
-        try:
-            result = self.draft_lane.wait()
-        except Exception as e:
-            raise DraftLaneError(f"minedraft draft lane failed: {e!r}") from e
-        req_ids, drafts = result
-        self._lane_drafts = DraftTokenIds(req_ids, as_lists(drafts))
+        self.draft_source.run(job)
 
     def _install_propose_proxy(self) -> None:
         """Route the drafter's ``propose`` through :meth:`_propose` (once, at start-up).
 
         vLLM's runner calls ``self.drafter.propose(...)`` from its sampling
-        step; the proxy on this runner's own drafter instance decides per step
-        whether the call runs now or is captured for the draft lane.
+        step; the proxy on this runner's own drafter instance hands the call
+        to the draft source, deferred or now as the step's plan says.
         """
         drafter = getattr(self, "drafter", None)
-        if drafter is None:
-            return
-        real_propose = drafter.propose  # the bound method of the drafter's class
+        if drafter is not None:
+            drafter.propose = lambda *args, **kwargs: self._propose(args, kwargs)
 
-        def propose(*args, **kwargs):
-            return self._propose(real_propose, args, kwargs)
-
-        drafter.propose = propose
-
-    def _propose(self, real_propose, args: tuple, kwargs: dict):
-        if self.remote_drafter is not None:
-            # The process drafter's job holds only the tokens new since its last job.
-            job = self.remote_drafter.prepare(list(self.input_batch.req_ids), *args, **kwargs)
+    def _propose(self, args: tuple, kwargs: dict):
+        call = ProposeCall(list(self.input_batch.req_ids), args, kwargs)
         if not self._defer_this_step:
-            self._collect_lane()  # the drafter's buffers belong to one call at a time
-            return real_propose(*args, **kwargs) if self.remote_drafter is None else job.run()[1]
-        if self.remote_drafter is None:
-            job = self._capture_or_draft_now(real_propose, args, kwargs)
-            self._on_captured(job)
-        self._captured_job = job
+            return self.draft_source.draft_now(call)
+        self._captured_job = self.draft_source.prepare(call)
         num_reqs = self.input_batch.num_reqs
-        if self.speculative_config.method in ("ngram", "custom_class"):
+        if self.speculative_config.method in ("ngram", "custom_class"):  # vLLM's runner takes lists from these
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
-
-    def _capture_or_draft_now(self, real_propose, args: tuple, kwargs: dict) -> DraftJob:
-        """The deferred call with its inputs copied, or, when the copy would exceed
-        ``capture_max_mib`` (EAGLE's hidden states of a long prefill chunk), its drafts
-        made now, after the lane's job: the next step's job only hands them over."""
-        req_ids = self.input_batch.req_ids
-        nbytes = snapshot_nbytes((args, kwargs))
-        if nbytes <= self.settings.capture_max_mib * 2**20:
-            return DraftJob.capture(req_ids, real_propose, args, kwargs)
-        if not self.inline_drafts:
-            logger.info("MineDraft: a deferred draft call would copy %.1f MiB (capture_max_mib=%s); "
-                        "steps like it draft inline.", nbytes / 2**20, self.settings.capture_max_mib)
-        self.inline_drafts += 1
-        self._collect_lane()  # the drafter's buffers belong to one call at a time
-        return DraftJob.completed(req_ids, real_propose(*args, **kwargs))
 
 
 def _lane_plan(scheduler_output) -> MineDraftSchedulerOutput:
@@ -220,36 +169,3 @@ def _lane_plan(scheduler_output) -> MineDraftSchedulerOutput:
         f"minedraft: the worker got a {type(scheduler_output).__name__} without MineDraft's lane plan; "
         "MineDraft's worker needs MineDraft's scheduler (--scheduler-cls minedraft)."
     )
-
-
-def _merge(a: DraftTokenIds | None, b: DraftTokenIds | None) -> DraftTokenIds | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return DraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids)
-
-
-def _inject_fault(job: DraftJob, faults: frozenset[str]) -> DraftJob:
-    """Tests only (MINEDRAFT_INJECT_FAULT): a failing or a stalled draft job."""
-    if "draft_lane" in faults:
-        return DraftJob(job.req_ids, _raise_injected_fault, (), {})
-    if "draft_lane_stall" in faults:
-        return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
-    return job
-
-
-def _raise_injected_fault():
-    raise RuntimeError("injected draft-lane fault (MINEDRAFT_INJECT_FAULT=draft_lane)")
-
-
-def _stalled(propose):
-    def stalled(*args, **kwargs):
-        marker = environment.fault_marker()
-        if marker:
-            with open(marker, "a") as f:
-                f.write("draft job started\n")
-        time.sleep(environment.fault_stall_s())
-        return propose(*args, **kwargs)
-
-    return stalled

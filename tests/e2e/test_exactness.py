@@ -15,6 +15,7 @@ import pytest
 
 from modelkit import build_kit
 from harness.sidebyside import run_mode
+from tests.e2e.fault_injection import run_with_faults
 
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
@@ -134,17 +135,17 @@ def test_workload_forced_preemption(target_alone, run, request):
 
 def test_draft_lane_fault_becomes_an_engine_error(kit):
     with pytest.raises(RuntimeError, match="draft lane failed|injected draft-lane fault"):
-        run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), num_requests=8,
-                 env={"MINEDRAFT_INJECT_FAULT": "draft_lane"}, timeout=300)
+        run_with_faults("draft_lane", "minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
+                        num_requests=8, timeout=300)
 
 
 def test_a_late_then_dead_drafter_costs_drafts_not_tokens(kit, target_alone, tmp_path):
     """The draft engine stalls 3 s in its 3rd job (the target waits 0.5 s, then verifies without
     drafts) and exits in its 12th: one error line, and the engine finishes every request exactly."""
     settings = {**PROCESS_DRAFTER, "drafter_timeout_s": 0.5}
-    env = {"MINEDRAFT_INJECT_FAULT": "drafter_stall,drafter_exit", "MINEDRAFT_FAULT_STALL_S": "3"}
-    result = run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), minedraft=settings,
-                      env=env, log_dir=tmp_path)
+    result = run_with_faults("drafter_stall,drafter_exit", "minedraft_parallel", str(kit.target),
+                             str(kit.draft_perturbed), minedraft=settings, env={"MINEDRAFT_FAULT_STALL_S": "3"},
+                             log_dir=tmp_path)
     assert result["tokens"] == target_alone["tokens"]
     m = result["metrics"]
     assert m["minedraft:late_drafts"] > 0 and m["minedraft:parallel_steps"] > 0

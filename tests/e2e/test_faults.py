@@ -17,8 +17,9 @@ holds 20 blocks of 32 tokens for 32 requests, so requests are preempted all
 the time and freed blocks (an aborted request's too) are reused at once.
 
 Shutdown: every draft-lane job first touches a marker file and then stalls
-(``MINEDRAFT_INJECT_FAULT=draft_lane_stall``); the child calls
-``AsyncLLM.shutdown`` as soon as the marker appears, i.e. while the job runs.
+(``MINEDRAFT_INJECT_FAULT=draft_lane_stall``, injected by the tests' worker,
+fault_injection.py); the child calls ``AsyncLLM.shutdown`` as soon as the
+marker appears, i.e. while the job runs.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from harness.child import run_once, serve
+from minedraft.config import environment
 
 
 K = 3
@@ -164,9 +166,11 @@ async def run_shutdown(marker: str) -> dict:
 
     from modelkit import build_kit
 
+    from tests.e2e.fault_injection import FAULT_WORKER
+
     kw = engine_kwargs(build_kit(), minedraft=True)
     kw.pop("num_gpu_blocks_override")
-    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw, worker_cls=FAULT_WORKER))
     params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
 
     async def consume(i: int) -> str:
@@ -215,7 +219,7 @@ def make_handler(spec: dict):
             return run_reference()
         if spec["scenario"] == "aborts":
             return run_aborts()
-        return asyncio.run(run_shutdown(os.environ["MINEDRAFT_FAULT_MARKER"]))
+        return asyncio.run(run_shutdown(environment.get("MINEDRAFT_FAULT_MARKER")))
 
     return run
 

@@ -1,9 +1,9 @@
 """The process drafter's parts that need no engine: device strings, settings, the front end's
-rewrite of the speculative config, incremental histories, the proposer's jobs and the lane."""
+rewrite of the speculative config, incremental histories, draft sessions. The proposer, the client,
+the child protocol and the draft source are in tests/unit/process_drafter/ and tests/unit/worker/."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from scheduler_harness import fake_model_dir, make_scheduler
 from vllm import SamplingParams
@@ -18,10 +18,8 @@ from minedraft.process_drafter.history import Histories, SentHistories
 from minedraft.config.placement import DrafterDevice
 from minedraft.process_drafter.session_scheduler import KEEP_KEY, DraftSessionScheduler
 from minedraft.process_drafter.sessions import _common_prefix
-from minedraft.process_drafter.proposer import JobStats, RemoteDraftJob, RemoteDraftProposer
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-from minedraft.worker.lanes import RemoteLane
 
 
 @pytest.fixture(scope="module")
@@ -157,79 +155,7 @@ def test_released_requests_are_dropped_on_both_sides():
     assert list(kept.tokens) == ["b"] and "a" not in sent.sent
 
 
-# ------------------------------------------------------------------ proposer and lane
-
-
-class FakeClient:
-    """The draft engine process's replies, without the process: drafts are the last token + 1..k."""
-
-    def __init__(self, late: bool = False):
-        self.kept, self.late, self.sent = Histories(), late, []
-
-    def send(self, message):
-        self.sent.append(message)
-        return len(self.sent)
-
-    def receive(self, job_id, timeout_s):
-        message = self.sent[job_id - 1]
-        resync = self.kept.apply(message["release"], message["updates"])
-        if self.late:
-            return None
-        return {"job": job_id, "resync": resync, "draft_s": 0.001,
-                "drafts": [[self.kept.tokens[r][-1] + i for i in (1, 2, 3)] for r in message["draft"]]}
-
-
-def _proposer(client) -> RemoteDraftProposer:
-    proposer = RemoteDraftProposer.__new__(RemoteDraftProposer)
-    proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
-    proposer.sent, proposer.client, proposer.late_req_ids, proposer.stats = SentHistories(), client, [], JobStats()
-    return proposer
-
-
-def _batch(histories: dict[str, list[int]]):
-    token_ids = np.zeros((len(histories), 64), dtype=np.int32)
-    for row, tokens in enumerate(histories.values()):
-        token_ids[row, :len(tokens)] = tokens
-    lengths = np.array([len(t) for t in histories.values()], dtype=np.int32)
-    return list(histories), lengths, token_ids
-
-
-def test_proposer_jobs_draft_decodes_only_and_send_only_new_tokens():
-    client = FakeClient()
-    proposer = _proposer(client)
-    req_ids, lengths, token_ids = _batch({"a": [5, 6, 7], "b": [8, 9], "c": list(range(1, 63))})
-    sampled = [[7], [], [62]]  # b is a prefill chunk; c is too close to max_model_len for k more
-    job = proposer.prepare(req_ids, sampled, lengths, token_ids)
-    assert job.drafted == ["a"]
-    assert job.run() == (["a", "b", "c"], [[8, 9, 10], [], []])
-    req_ids, lengths, token_ids = _batch({"a": [5, 6, 7, 8, 11]})
-    job = proposer.prepare(req_ids, [[8, 11]], lengths, token_ids)
-    assert job.updates == [("a", 3, [8, 11])]
-    assert job.run() == (["a"], [[12, 13, 14]])
-    stats = proposer.stats
-    assert (stats.jobs, stats.inline_jobs, stats.late) == (2, 2, 0) and "inline jobs" in stats.summary()
-
-
-def test_a_late_drafter_leaves_rows_without_drafts_and_counts_them():
-    proposer = _proposer(FakeClient(late=True))
-    req_ids, lengths, token_ids = _batch({"a": [1, 2], "b": [3, 4]})
-    lane = RemoteLane()
-    lane.submit(proposer.prepare(req_ids, [[2], [4]], lengths, token_ids))
-    assert lane.wait() == (["a", "b"], [[], []])
-    assert proposer.take_late() == ["a", "b"] and proposer.take_late() == []
-    assert (proposer.stats.jobs, proposer.stats.late, proposer.stats.inline_jobs) == (1, 1, 0)
-
-
-def test_remote_lane_surfaces_a_failing_job():
-    class Broken(RemoteDraftJob):
-        def finish(self):
-            raise RuntimeError("boom")
-
-    lane = RemoteLane()
-    lane.submit(Broken([], ["a"], [], [], _proposer(FakeClient())))
-    with pytest.raises(RuntimeError, match="boom"):
-        lane.wait()
-    assert not lane.busy
+# ------------------------------------------------------------------ draft sessions
 
 
 @pytest.mark.parametrize(("a", "b", "common"), [

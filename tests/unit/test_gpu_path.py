@@ -1,7 +1,7 @@
-"""The GPU path's parts a CPU can check (issue #15): the V1 runner forced, the GPU worker picked
-with its WARNING line, the configurations the side-stream lane does not cover refused in one line,
-class composition, and where each runner submits the step's draft job. The CUDA lane's ordering is
-in test_lanes.py (a recording fake of torch.cuda); on a GPU, tests/gpu."""
+"""The GPU path's parts a CPU can check (issue #15), outside the worker: the V1 runner forced, the GPU
+worker picked with its WARNING line, the configurations the side-stream lane does not cover refused in
+one line, the in-process drafter kept eager. The worker's parts (the runners' lanes and hooks, the CUDA
+lane's ordering against a recording fake of torch.cuda) are in tests/unit/worker/; on a GPU, tests/gpu."""
 
 from __future__ import annotations
 
@@ -13,11 +13,6 @@ import pytest
 from minedraft import registry, selection
 from minedraft.config.validation import _check_gpu_config, _keep_gpu_drafter_eager
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
-from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
-from minedraft.worker.gpu_worker import MineDraftGPUWorker
-from minedraft.worker.lanes import CudaStreamLane, InlineLane
-from minedraft.worker.runner_mixin import MineDraftRunnerMixin
 
 
 def test_v1_model_runner_is_forced_and_a_v2_request_refused(monkeypatch):
@@ -76,76 +71,3 @@ def test_the_in_process_drafter_runs_eager_on_gpu(method, eager_after):
     config = SimpleNamespace(speculative_config=SimpleNamespace(method=method, enforce_eager=None))
     _keep_gpu_drafter_eager(config)
     assert bool(config.speculative_config.enforce_eager) is eager_after
-
-
-def test_runners_share_the_mixin_and_differ_in_submission_order():
-    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
-    for runner, base in ((MineDraftCPUModelRunner, CPUModelRunner), (MineDraftGPUModelRunner, GPUModelRunner)):
-        mro = runner.__mro__
-        assert mro.index(MineDraftRunnerMixin) < mro.index(base)
-    assert MineDraftCPUModelRunner.SUBMIT_BEFORE_TARGET and not MineDraftGPUModelRunner.SUBMIT_BEFORE_TARGET
-
-
-class _Target:
-    def execute_model(self, scheduler_output, intermediate_tensors=None):
-        self.log.append("target forward")
-        return "output"
-
-
-class _Runner(MineDraftRunnerMixin, _Target):
-    def __init__(self, submit_before_target: bool):  # no vLLM runner behind it: only the step order
-        self.SUBMIT_BEFORE_TARGET = submit_before_target
-        self.log, self.step_profiler, self.remote_drafter = [], None, None
-
-    def _submit_deferred_job(self, planned):
-        self.log.append("submit job")
-
-    def _collect_stale_job(self):
-        self.log.append("drop stale drafts")
-
-
-@pytest.mark.parametrize(("before", "order"), [
-    (True, ["submit job", "target forward"]),  # CPU: the lane thread runs beside the forward
-    (False, ["drop stale drafts", "target forward", "submit job"]),  # GPU: the target's launch first
-])
-def test_where_the_job_is_submitted(before, order):
-    from vllm.v1.core.sched.output import SchedulerOutput
-
-    from minedraft.scheduling.output import MineDraftSchedulerOutput
-
-    runner = _Runner(before)
-    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], True)
-    assert runner.execute_model(plan) == "output"
-    assert runner.log == order
-
-
-def test_gpu_runner_lanes(monkeypatch):
-    made = []
-    monkeypatch.setattr("minedraft.worker.gpu_model_runner.CudaStreamLane",
-                        lambda device: made.append(device) or "cuda lane")
-
-    def lane(lane_setting, method):
-        stub = SimpleNamespace(settings=SimpleNamespace(lane=lane_setting), device="cuda:0",
-                               speculative_config=SimpleNamespace(method=method))
-        return MineDraftGPUModelRunner._make_draft_lane(stub)
-
-    assert lane("overlap", "draft_model") == "cuda lane" and made == ["cuda:0"]
-    assert isinstance(lane("serial", "draft_model"), InlineLane)
-    assert isinstance(lane("overlap", "ngram"), InlineLane)  # host code: inline after the target's launch
-
-
-def test_gpu_worker_refuses_the_v2_runner():
-    stub = SimpleNamespace(use_v2_model_runner=True)
-    with pytest.raises(RuntimeError, match="V1 model runner"):
-        MineDraftGPUWorker._make_model_runner(stub)
-
-
-def test_gpu_runner_announces_captures_to_its_cuda_lane():
-    lane = CudaStreamLane.__new__(CudaStreamLane)
-    calls = []
-    lane.captured = lambda: calls.append("captured")
-    MineDraftGPUModelRunner._on_captured(SimpleNamespace(draft_lane=lane), job=None)
-    MineDraftGPUModelRunner._on_captured(SimpleNamespace(draft_lane=InlineLane()), job=None)
-    assert calls == ["captured"]

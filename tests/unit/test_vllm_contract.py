@@ -19,8 +19,6 @@ from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.scheduling.output import MineDraftSchedulerOutput
 from minedraft.worker import runner_mixin as model_runner
-from minedraft.worker.draft_job import DraftJob
-from minedraft.worker.lanes import InlineLane
 
 
 # ------------------------------------------------------------------ vLLM's hooks
@@ -101,23 +99,3 @@ def test_worker_refuses_a_step_without_minedraft_plan():
         model_runner._lane_plan(out)
     planned = MineDraftSchedulerOutput.extend(out, ["r1"], True)
     assert model_runner._lane_plan(planned) is planned
-
-
-def _runner_stub(job: DraftJob | None) -> SimpleNamespace:
-    stub = SimpleNamespace(_captured_job=job, _lane_drafts=None, draft_lane=InlineLane(), step_profiler=None)
-    stub._collect_lane = lambda: model_runner.MineDraftRunnerMixin._collect_lane(stub)
-    stub._collect_stale_job = lambda: model_runner.MineDraftRunnerMixin._collect_stale_job(stub)
-    stub._before_submit = lambda job_this_step: None
-    return stub
-
-
-def test_deferred_job_must_cover_every_planned_request():
-    job = DraftJob(["r1", "r2", "prefilling"], lambda: [[5], [6], [7]], (), {})
-    stub = _runner_stub(job)
-    model_runner.MineDraftRunnerMixin._submit_deferred_job(stub, ["r1", "r2"])
-    model_runner.MineDraftRunnerMixin._collect_lane(stub)
-    assert stub._lane_drafts.req_ids == ["r1", "r2", "prefilling"]
-    with pytest.raises(model_runner.LanePlanError, match=r"\['r3'\]"):
-        model_runner.MineDraftRunnerMixin._submit_deferred_job(_runner_stub(job), ["r1", "r3"])
-    with pytest.raises(model_runner.LanePlanError):
-        model_runner.MineDraftRunnerMixin._submit_deferred_job(_runner_stub(None), ["r1"])

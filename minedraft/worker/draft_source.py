@@ -1,0 +1,102 @@
+"""Where drafts come from: one interface, chosen once when the runner is built.
+
+Two sources, behind the same methods:
+
+* :class:`~minedraft.worker.in_process_source.InProcessDraftSource`: vLLM's
+  proposer in this worker. A deferred call is captured with copies of its
+  inputs and replayed next step on an execution lane (thread, CUDA stream or
+  inline, ``lanes.py``).
+* :class:`~minedraft.worker.process_source.ProcessDraftSource`: the draft
+  model as its own engine in a process of its own (minedraft/process_drafter/).
+  A job is sent to that process and its reply collected with a bound.
+
+The runner's deferral logic (``runner_mixin.py``) uses only these methods, in
+this order within a step: ``release`` (requests that finished or were
+preempted), ``run`` (start the job prepared last step beside the target),
+then, from the ``propose`` call vLLM's runner makes, ``prepare`` (a parallel
+step: next step's job) or ``draft_now`` (a fallback step), and ``collect``
+(join: the drafts and the late requests, one typed result); ``discard`` where
+the step takes no drafts.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from minedraft.scheduling.output import MineDraftDraftTokenIds, merge_drafts
+
+
+@dataclass(frozen=True)
+class ProposeCall:
+    """One ``drafter.propose`` call of vLLM's runner, with the batch's request ids, which vLLM's
+    proposer interface does not pass."""
+
+    req_ids: list[str]  # [num_reqs], the batch's rows
+    args: tuple
+    kwargs: dict[str, Any]
+
+
+class Job(Protocol):
+    """A prepared job: it drafts for ``req_ids`` (the batch's rows when it was prepared)."""
+
+    req_ids: list[str]
+
+
+class DraftLaneError(RuntimeError):
+    """A draft job failed; the engine stops with this error."""
+
+
+class DraftSource(ABC):
+    """Drafts for the runner: one job running at a time, joined before the next call drafts."""
+
+    def __init__(self) -> None:
+        # Joined before collect was called (by draft_now, which waits for the running job): kept for collect.
+        self._kept: MineDraftDraftTokenIds | None = None
+
+    @abstractmethod
+    def prepare(self, call: ProposeCall) -> Job:
+        """A deferred call (a parallel step): the job that drafts for ``call.req_ids`` in the next step."""
+
+    @abstractmethod
+    def draft_now(self, call: ProposeCall) -> Any:
+        """A call drafted now (a fallback step), after the running job: what vLLM's runner gets from propose."""
+
+    @abstractmethod
+    def run(self, job: Job | None) -> None:
+        """Start the step's job (None: none this step) beside the target; never waits for it."""
+
+    @abstractmethod
+    def _join(self) -> MineDraftDraftTokenIds | None:
+        """Wait for the job ``run`` started: its drafts and late requests (None: no job running)."""
+
+    def collect(self) -> MineDraftDraftTokenIds | None:
+        """Join the running job: its drafts, with all late requests since the last collect."""
+        self._keep_joined()
+        kept, self._kept = self._kept, None
+        return kept
+
+    def discard(self) -> None:
+        """Join and drop the drafts: a step without ``take_draft_token_ids`` (an empty step) left them
+        stale. Their late requests are kept for the next collect: those still went without drafts."""
+        self._keep_joined()
+        if self._kept is not None:
+            self._kept = self._kept.without_drafts()
+
+    def release(self, req_ids: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """Requests that finished or were preempted."""
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def _keep_joined(self) -> None:
+        try:
+            joined = self._join()
+        except Exception as e:
+            raise DraftLaneError(f"minedraft draft lane failed: {e!r}") from e
+        self._keep(joined)
+
+    def _keep(self, drafts: MineDraftDraftTokenIds | None) -> None:
+        self._kept = merge_drafts(self._kept, drafts)

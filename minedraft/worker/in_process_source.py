@@ -1,0 +1,78 @@
+"""The in-process drafter: vLLM's proposer in this worker, its deferred calls replayed on an execution lane.
+
+A deferred ``propose`` call is captured with copies of its inputs
+(``DraftJob``: vLLM's runner reuses its buffers every step) and replayed next
+step on the lane (``lanes.py``) while the target verifies the other group. A
+call whose copy would exceed ``capture_max_mib`` (EAGLE's hidden states of a
+long prefill chunk) is drafted at capture instead; its job only hands the
+drafts over. The drafter's buffers belong to one call at a time, so drafting
+now first joins the job on the lane.
+
+The platform runner's hooks come with the lane: ``before_run(lane,
+job_this_step)`` at the start of every step, with nothing on the lane (the
+CPU kernel lock), and ``on_captured(lane)`` right after a call was captured
+(the CUDA lane's capture event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from minedraft.log import get_logger
+from minedraft.scheduling.output import MineDraftDraftTokenIds
+from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
+from minedraft.worker.draft_source import DraftSource, ProposeCall
+from minedraft.worker.lanes import Lane
+from minedraft.worker.step_profile import StepProfiler
+
+logger = get_logger(__name__)
+
+
+class InProcessDraftSource(DraftSource):
+    """``propose``: the drafter's own method (None where vLLM built no drafter: then nothing calls it)."""
+
+    def __init__(self, propose: Callable[..., Any] | None, lane: Lane, *, capture_max_mib: float,
+                 before_run: Callable[[Lane, bool], None], on_captured: Callable[[Lane], None],
+                 profiler: StepProfiler | None = None) -> None:
+        super().__init__()
+        self.propose, self.lane = propose, lane
+        self.capture_max_mib = capture_max_mib
+        self._before_run, self._on_captured = before_run, on_captured
+        self.profiler = profiler
+        self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
+
+    def prepare(self, call: ProposeCall) -> DraftJob:
+        job = self._capture_or_draft_now(call)
+        self._on_captured(self.lane)
+        return job
+
+    def draft_now(self, call: ProposeCall) -> Any:
+        self._keep_joined()  # the drafter's buffers belong to one call at a time
+        return self.propose(*call.args, **call.kwargs)
+
+    def run(self, job: DraftJob | None) -> None:
+        self._before_run(self.lane, job is not None)
+        if job is not None:
+            self.lane.submit(job.run if self.profiler is None else self.profiler.timed(job.run))
+
+    def _join(self) -> MineDraftDraftTokenIds | None:
+        if not self.lane.busy:
+            return None
+        req_ids, drafts = self.lane.wait()
+        return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
+
+    def shutdown(self) -> None:
+        self.lane.shutdown()
+
+    def _capture_or_draft_now(self, call: ProposeCall) -> DraftJob:
+        """The call with its inputs copied, or, when the copy would exceed ``capture_max_mib``,
+        its drafts made now: the next step's job only hands them over."""
+        nbytes = snapshot_nbytes((call.args, call.kwargs))
+        if nbytes <= self.capture_max_mib * 2**20:
+            return DraftJob.capture(call.req_ids, self.propose, call.args, call.kwargs)
+        if not self.inline_drafts:
+            logger.info("MineDraft: a deferred draft call would copy %.1f MiB (capture_max_mib=%s); "
+                        "steps like it draft inline.", nbytes / 2**20, self.capture_max_mib)
+        self.inline_drafts += 1
+        return DraftJob.completed(call.req_ids, self.draft_now(call))

@@ -1,0 +1,53 @@
+"""The process drafter as a draft source: jobs sent to the draft engine process, drafts collected with a bound.
+
+vLLM built :class:`~minedraft.process_drafter.proposer.RemoteDraftProposer`
+as this worker's drafter (the front end put it in the speculative config).
+A job holds only the tokens each request gained since its last job, so a
+deferred call costs nothing to hold until the next step: ``run`` sends it,
+``collect`` waits for its reply at most ``drafter_timeout_s``. A fallback
+step's call is sent and awaited at once. Rows the drafter left without
+drafts (late or gone) come back as late requests, verified without drafts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from minedraft.process_drafter.proposer import RemoteDraftJob, RemoteDraftProposer
+from minedraft.scheduling.output import MineDraftDraftTokenIds
+from minedraft.worker.draft_source import DraftSource, ProposeCall
+
+
+class ProcessDraftSource(DraftSource):
+    def __init__(self, proposer: RemoteDraftProposer) -> None:
+        super().__init__()
+        self.proposer = proposer
+        self._sent: tuple[RemoteDraftJob, int | None] | None = None  # the running job and its id
+
+    def prepare(self, call: ProposeCall) -> RemoteDraftJob:
+        return self.proposer.prepare(call.req_ids, *call.args, **call.kwargs)
+
+    def draft_now(self, call: ProposeCall) -> list[list[int]]:
+        # Prepared before the running job is joined, the order the runner has always had: a resync
+        # asked for in that job's reply reaches the next job, not this one.
+        job = self.prepare(call)
+        self._keep_joined()  # one job in flight at a time
+        drafts = self.proposer.round_trip(job)
+        self._keep(drafts.without_drafts())  # its rows go back through vLLM's runner, its late ones here
+        return drafts.draft_token_ids
+
+    def run(self, job: RemoteDraftJob | None) -> None:
+        if job is not None:
+            self._sent = job, self.proposer.send(job)
+
+    def _join(self) -> MineDraftDraftTokenIds | None:
+        if self._sent is None:
+            return None
+        (job, job_id), self._sent = self._sent, None
+        return self.proposer.receive(job, job_id)
+
+    def release(self, req_ids: Iterable[str]) -> None:
+        self.proposer.release(req_ids)
+
+    def shutdown(self) -> None:
+        self.proposer.shutdown()

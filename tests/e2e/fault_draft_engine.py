@@ -1,0 +1,46 @@
+"""The process drafter's engine with faults injected, for the e2e tests (never shipped).
+
+Started instead of ``minedraft.process_drafter.engine`` by fault_injection.py's
+worker: ``python -m tests.e2e.fault_draft_engine SPEC_JSON``. It is the draft
+engine, with ``handle`` wrapped: MINEDRAFT_INJECT_FAULT (comma-separated)
+names the faults, ``drafter_stall`` sleeps MINEDRAFT_FAULT_STALL_S (default 5)
+in the engine's 3rd job, ``drafter_exit`` exits in its 12th.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from minedraft.config import environment
+from minedraft.process_drafter.engine import DraftEngine, main
+
+DRAFTER_FAULTS = frozenset({"drafter_stall", "drafter_exit"})
+STALL_JOB, EXIT_JOB = 3, 12
+
+
+def injected_faults() -> frozenset[str]:
+    return frozenset((environment.get("MINEDRAFT_INJECT_FAULT") or "").split(",")) - {""}
+
+
+def stall_s() -> float:
+    return float(environment.get("MINEDRAFT_FAULT_STALL_S") or 5)
+
+
+class FaultyDraftEngine(DraftEngine):
+    def __init__(self, llm, k: int) -> None:
+        super().__init__(llm, k)
+        self.faults = injected_faults()
+        self.jobs = 0
+
+    def handle(self, job: dict) -> dict:
+        self.jobs += 1
+        if "drafter_stall" in self.faults and self.jobs == STALL_JOB:
+            time.sleep(stall_s())  # the fault itself: a drafter late beyond the target's bound
+        if "drafter_exit" in self.faults and self.jobs == EXIT_JOB:
+            os._exit(3)
+        return super().handle(job)
+
+
+if __name__ == "__main__":
+    main(FaultyDraftEngine)

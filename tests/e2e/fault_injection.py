@@ -1,0 +1,113 @@
+"""Faults injected by wrapping, for the e2e tests: MineDraft's CPU worker as ``worker_cls``.
+
+MINEDRAFT_INJECT_FAULT (comma-separated) names the faults:
+
+* ``draft_lane``: every deferred draft job fails on the draft lane;
+* ``draft_lane_stall``: every deferred draft job first appends a line to
+  MINEDRAFT_FAULT_MARKER, then sleeps MINEDRAFT_FAULT_STALL_S (default 5);
+* ``drafter_stall``, ``drafter_exit``: the process drafter's engine is late or
+  exits (fault_draft_engine.py, which this worker starts in its place).
+
+:data:`FAULT_WORKER` is the worker for engine arguments; :func:`run_with_faults`
+runs harness.sidebyside's workload through it, in a child
+(``python -m tests.e2e.fault_injection SPEC``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.child import run_once, serve
+from minedraft.config import environment
+from minedraft.process_drafter.proposer import RemoteDraftProposer
+from minedraft.worker.cpu_worker import MineDraftCPUWorker
+from minedraft.worker.draft_job import DraftJob
+from tests.e2e.fault_draft_engine import DRAFTER_FAULTS, injected_faults, stall_s
+
+FAULT_WORKER = "tests.e2e.fault_injection.FaultInjectingCPUWorker"
+FAULT_DRAFT_ENGINE = ("-m", "tests.e2e.fault_draft_engine")
+
+
+class FaultyJobs:
+    """A draft source whose deferred jobs fail (``draft_lane``) or stall first (``draft_lane_stall``)."""
+
+    def __init__(self, source: Any, faults: frozenset[str]) -> None:
+        self.source, self.faults = source, faults
+
+    def run(self, job: DraftJob | None) -> None:
+        self.source.run(job if job is None else self._faulty(job))
+
+    def __getattr__(self, name: str) -> Any:  # everything else is the source's
+        return getattr(self.source, name)
+
+    def _faulty(self, job: DraftJob) -> DraftJob:
+        if "draft_lane" in self.faults:
+            return DraftJob(job.req_ids, _raise_injected_fault, (), {})
+        if "draft_lane_stall" in self.faults:
+            return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
+        return job
+
+
+def _raise_injected_fault():
+    raise RuntimeError("injected draft-lane fault (MINEDRAFT_INJECT_FAULT=draft_lane)")
+
+
+def _stalled(propose):
+    def stalled(*args, **kwargs):
+        marker = environment.get("MINEDRAFT_FAULT_MARKER")
+        if marker:
+            with open(marker, "a") as f:
+                f.write("draft job started\n")
+        time.sleep(stall_s())  # the fault itself: a job still running when the engine shuts down
+        return propose(*args, **kwargs)
+
+    return stalled
+
+
+class FaultInjectingCPUWorker(MineDraftCPUWorker):
+    def init_device(self) -> None:
+        super().init_device()
+        runner = self.model_runner
+        runner.draft_source = FaultyJobs(runner.draft_source, injected_faults())
+
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
+        drafter = self.model_runner.drafter
+        if isinstance(drafter, RemoteDraftProposer) and injected_faults() & DRAFTER_FAULTS:
+            drafter.engine_entry = FAULT_DRAFT_ENGINE  # its faults happen in the draft engine's process
+        super().load_model(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------
+# harness.sidebyside's workload with this worker (a child of the test)
+# --------------------------------------------------------------------------
+
+def run_with_faults(faults: str, mode: str, target: str, draft: str, *, num_requests: int = 48,
+                    minedraft: dict | None = None, env: dict | None = None, log_dir=None,
+                    timeout: int = 600) -> dict:
+    """``tokens`` and ``metrics`` of the workload; the engine's log is ``<log_dir>/<mode>.log``."""
+    spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": 3, "seed": 0,
+            "num_requests": num_requests, "minedraft": minedraft}
+    return run_once(["-m", "tests.e2e.fault_injection"], spec, env={**(env or {}), "MINEDRAFT_INJECT_FAULT": faults},
+                    timeout_s=timeout, log_dir=log_dir)
+
+
+def make_handler(spec: dict):
+    from vllm import LLM, SamplingParams
+
+    from harness.sidebyside import engine_counters, mixed_workload_kwargs, workload
+
+    kwargs = mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec["minedraft"])
+    llm = LLM(**kwargs, worker_cls=FAULT_WORKER)
+    requests = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
+    params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in requests]
+
+    def run(command: dict) -> dict:
+        outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in requests], params, use_tqdm=False)
+        return {"tokens": [list(o.outputs[0].token_ids) for o in outs], "metrics": engine_counters(llm)}
+
+    return run
+
+
+if __name__ == "__main__":
+    serve(make_handler)

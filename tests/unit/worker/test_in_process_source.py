@@ -1,0 +1,139 @@
+"""minedraft/worker/in_process_source.py: vLLM's proposer in the worker, deferred calls replayed on a lane."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from minedraft.scheduling.output import MineDraftDraftTokenIds
+from minedraft.worker.draft_source import DraftLaneError, ProposeCall
+from minedraft.worker.in_process_source import InProcessDraftSource
+from minedraft.worker.lanes import InlineLane, Lane
+
+
+class RecordingLane(Lane):
+    """Runs the job at submission, as the inline lane does, and logs submissions and joins."""
+
+    def __init__(self, log: list[str]):
+        self.log, self._outcome = log, (None, None)
+
+    def submit(self, job):
+        self.log.append("lane: submit")
+        self._pending, self._outcome = True, (job(), None)
+
+    def _join(self):
+        self.log.append("lane: join")
+        return self._outcome
+
+
+class Drafter:
+    """Drafts the last token + 1 and + 2 of each row of ``tokens`` (a [rows, n] tensor)."""
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def propose(self, tokens: torch.Tensor, fail: bool = False) -> torch.Tensor:
+        self.log.append(f"propose {tokens[:, -1].tolist()}")
+        if fail:
+            raise RuntimeError("drafter failed")
+        return torch.stack([tokens[:, -1] + 1, tokens[:, -1] + 2], dim=1)
+
+
+def _source(log, lane=None, capture_max_mib=64.0, profiler=None) -> InProcessDraftSource:
+    lane = lane if lane is not None else RecordingLane(log)
+    return InProcessDraftSource(
+        Drafter(log).propose, lane, capture_max_mib=capture_max_mib, profiler=profiler,
+        before_run=lambda lane, job_this_step: log.append(f"hook: before_run {job_this_step}"),
+        on_captured=lambda lane: log.append("hook: captured"))
+
+
+def _call(req_ids, tokens, **kwargs) -> ProposeCall:
+    return ProposeCall(list(req_ids), (tokens,), kwargs)
+
+
+def test_a_deferred_call_is_captured_then_replayed_when_run():
+    log: list[str] = []
+    source = _source(log)
+    buffer = torch.tensor([[1, 5], [2, 7]])
+    job = source.prepare(_call(["a", "b"], buffer))
+    buffer.zero_()  # vLLM's runner reuses its buffers: the job holds copies
+    assert log == ["hook: captured"]
+    source.run(job)
+    assert log[1:] == ["hook: before_run True", "lane: submit", "propose [5, 7]"]
+    assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[6, 7], [8, 9]])
+    assert source.collect() is None and not source.lane.busy
+
+
+def test_a_step_without_a_job_still_calls_the_platform_hook():
+    log: list[str] = []
+    source = _source(log)
+    source.run(None)
+    assert log == ["hook: before_run False"]
+    assert source.collect() is None
+
+
+def test_drafting_now_joins_the_running_job_first_and_keeps_its_drafts():
+    log: list[str] = []
+    source = _source(log)
+    source.run(source.prepare(_call(["a"], torch.tensor([[4]]))))
+    del log[:]
+    drafts = source.draft_now(_call(["b"], torch.tensor([[10]])))
+    assert log == ["lane: join", "propose [10]"]  # the drafter's buffers belong to one call at a time
+    assert drafts.tolist() == [[11, 12]]  # what vLLM's runner gets back from propose
+    assert source.collect() == MineDraftDraftTokenIds(["a"], [[5, 6]])
+
+
+def test_a_call_too_large_to_copy_drafts_at_capture(caplog):
+    log: list[str] = []
+    source = _source(log, capture_max_mib=8 / 2**20)  # 8 bytes: one int64
+    source.run(source.prepare(_call(["a"], torch.tensor([[4]]))))  # 8 bytes: captured
+    del log[:]
+    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process_source"):
+        job = source.prepare(_call(["b", "c"], torch.tensor([[10], [20]])))  # 16 bytes: drafted now
+        source.prepare(_call(["d", "e"], torch.tensor([[1], [2]])))
+    assert log[:3] == ["lane: join", "propose [10, 20]", "hook: captured"]
+    lines = [r.getMessage() for r in caplog.records if "would copy" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].endswith("steps like it draft inline.")  # once, not per step
+    assert source.inline_drafts == 2
+    source.collect()  # "a"'s job, joined while drafting now
+    del log[:]
+    source.run(job)
+    assert "propose" not in " ".join(log)  # the job only hands the drafts over
+    assert source.collect() == MineDraftDraftTokenIds(["b", "c"], [[11, 12], [21, 22]])
+
+
+class TimingProfiler:
+    def __init__(self):
+        self.timed_jobs = 0
+
+    def timed(self, job):
+        def run():
+            self.timed_jobs += 1
+            return job()
+
+        return run
+
+
+def test_the_step_profiler_times_the_job_on_the_lane():
+    profiler = TimingProfiler()
+    source = _source([], lane=InlineLane(), profiler=profiler)
+    source.run(source.prepare(_call(["a"], torch.tensor([[1]]))))
+    assert profiler.timed_jobs == 1 and source.collect().req_ids == ["a"]
+
+
+def test_a_failing_job_is_a_draft_lane_error_at_collect():
+    source = _source([], lane=InlineLane())
+    source.run(source.prepare(_call(["a"], torch.tensor([[1]]), fail=True)))
+    with pytest.raises(DraftLaneError, match="drafter failed"):
+        source.collect()
+    assert not source.lane.busy
+
+
+def test_shutdown_ends_the_lane():
+    ended = []
+    lane = InlineLane()
+    lane.shutdown = lambda: ended.append(True)
+    _source([], lane=lane).shutdown()
+    assert ended == [True]

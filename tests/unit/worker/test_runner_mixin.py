@@ -1,0 +1,164 @@
+"""minedraft/worker/runner_mixin.py: the deferral logic both runners share, on a fake of vLLM's runner.
+
+The fake plays vLLM's runner: ``execute_model`` runs the target's forward, ``sample_tokens`` calls
+``drafter.propose`` and ``take_draft_token_ids`` returns what that call gave. Both draft sources run
+behind it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from process_drafter_fakes import FakeClient, batch, fake_proposer
+from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.outputs import DraftTokenIds
+
+from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
+from minedraft.worker.draft_job import DraftJob, as_lists
+from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
+from minedraft.worker.in_process_source import InProcessDraftSource
+from minedraft.worker.lanes import InlineLane
+from minedraft.worker.process_source import ProcessDraftSource
+from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
+
+
+class Drafter:
+    """An in-process drafter with the process drafter's arguments: each row's last sampled token + 1, + 2."""
+
+    def propose(self, sampled, num_tokens_no_spec, token_ids_cpu, **_):
+        return torch.tensor([[s[-1] + 1, s[-1] + 2] if s else [0, 0] for s in sampled])
+
+
+class FakeVllmRunner:
+    """What the mixin uses of vLLM's runner. ``histories``: the batch of the next ``execute_model``."""
+
+    def __init__(self, drafter, method: str = "draft_model") -> None:
+        settings = MineDraftSettings.parse({CONFIG_KEY: {}}, environ={})
+        self.vllm_config = SimpleNamespace(additional_config={CONFIG_KEY: settings.to_config()})
+        self.speculative_config = SimpleNamespace(method=method, num_speculative_tokens=2)
+        self.device = torch.device("cpu")
+        self.drafter = drafter
+        self.histories: dict[str, list[int]] = {}
+        self.log: list[str] = []
+
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self.log.append("target forward")
+        return None  # vLLM's runner samples in sample_tokens
+
+    def sample_tokens(self, grammar_output=None):
+        req_ids, lengths, token_ids = batch(self.histories)
+        self.input_batch = SimpleNamespace(req_ids=req_ids, num_reqs=len(req_ids))
+        sampled = [[h[-1]] for h in self.histories.values()]
+        self.proposed = req_ids, self.drafter.propose(sampled, lengths, token_ids, slot_mappings=None)
+        return "output"
+
+    def take_draft_token_ids(self):
+        req_ids, drafts = self.proposed
+        return DraftTokenIds(req_ids, as_lists(drafts))
+
+
+class Runner(MineDraftRunnerMixin, FakeVllmRunner):
+    def _make_draft_lane(self):
+        return InlineLane()
+
+
+def _step(runner: Runner, histories: dict[str, list[int]], draft_only: list[str], defer: bool,
+          finished: frozenset[str] = frozenset()):
+    """One engine step as vLLM's engine core makes it: execute_model, sample_tokens, take_draft_token_ids."""
+    runner.histories = histories
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), draft_only, defer)
+    plan.num_scheduled_tokens = {r: 1 for r in histories}
+    plan.total_num_scheduled_tokens = len(histories)
+    plan.finished_req_ids = set(finished)
+    runner.execute_model(plan)
+    assert runner.sample_tokens() == "output"
+    return runner.take_draft_token_ids()
+
+
+def test_the_drafter_vllm_built_chooses_the_source_once():
+    assert isinstance(Runner(Drafter()).draft_source, InProcessDraftSource)
+    assert isinstance(Runner(fake_proposer(FakeClient()), "custom_class").draft_source, ProcessDraftSource)
+
+
+def test_in_process_drafts_of_a_parallel_step_arrive_with_the_next_step():
+    runner = Runner(Drafter())
+    assert _step(runner, {"a": [1, 5], "b": [2, 7]}, [], defer=True) is None
+    assert runner.proposed[1].tolist() == [[0, 0], [0, 0]]  # vLLM's runner saw placeholders
+    # Next step (a fallback step): a and b's job runs beside the target, c drafts inline.
+    drafts = _step(runner, {"c": [3, 9]}, ["a", "b"], defer=False)
+    assert drafts == MineDraftDraftTokenIds(["a", "b", "c"], [[6, 7], [8, 9], [10, 11]])
+
+
+def test_process_drafter_late_rows_reach_the_scheduler_typed():
+    client = FakeClient(late={1})
+    runner = Runner(fake_proposer(client), "custom_class")
+    _step(runner, {"a": [1, 5], "b": [2, 7]}, [], defer=True)
+    assert runner.proposed[1] == [[], []]  # custom_class: vLLM's runner takes lists
+    drafts = _step(runner, {"c": [3, 9]}, ["a", "b"], defer=False)
+    assert drafts == MineDraftDraftTokenIds(["a", "b", "c"], [[], [], [10, 11, 12]], ["a", "b"])
+    _step(runner, {"c": [3, 9, 10]}, [], defer=False, finished=frozenset({"a"}))
+    assert client.sent[-1]["release"] == ["a"]
+
+
+def test_a_job_nobody_took_is_dropped_but_its_late_rows_count():
+    runner = Runner(fake_proposer(FakeClient(late={1})), "custom_class")
+    _step(runner, {"a": [1, 5]}, [], defer=True)
+    # An empty step: vLLM's runner returns early (no sampling) and the engine takes no drafts.
+    runner.execute_model(MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), ["a"], False))
+    # The next step drops a's drafts (stale) and still counts a late.
+    assert _step(runner, {"b": [2, 7]}, [], defer=False) == MineDraftDraftTokenIds(["b"], [[8, 9, 10]], ["a"])
+
+
+def test_the_job_must_cover_every_planned_request():
+    runner = Runner(Drafter())
+    _step(runner, {"r1": [1], "r2": [2], "prefilling": [3]}, [], defer=True)
+    drafts = _step(runner, {"x": [4]}, ["r1", "r2"], defer=True)  # a job may cover more rows than planned
+    assert drafts.req_ids == ["r1", "r2", "prefilling"]
+    with pytest.raises(LanePlanError, match=r"\['r3'\]"):
+        _step(runner, {"y": [5]}, ["x", "r3"], defer=False)
+    with pytest.raises(LanePlanError, match=r"\['r1'\]"):  # no job at all
+        _step(Runner(Drafter()), {"x": [4]}, ["r1"], defer=False)
+
+
+def test_runners_share_the_mixin_and_differ_in_submission_order():
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    for runner, base in ((MineDraftCPUModelRunner, CPUModelRunner), (MineDraftGPUModelRunner, GPUModelRunner)):
+        mro = runner.__mro__
+        assert mro.index(MineDraftRunnerMixin) < mro.index(base)
+    assert MineDraftCPUModelRunner.SUBMIT_BEFORE_TARGET and not MineDraftGPUModelRunner.SUBMIT_BEFORE_TARGET
+
+
+class RecordingSource(InProcessDraftSource):
+    def __init__(self, log: list[str]):
+        super().__init__(None, InlineLane(), capture_max_mib=64, before_run=lambda *a: None,
+                         on_captured=lambda lane: None)
+        self.log = log
+
+    def run(self, job):
+        self.log.append(f"run {job.req_ids}")
+
+    def discard(self):
+        self.log.append("drop stale drafts")
+
+
+@pytest.mark.parametrize(("before", "order"), [
+    # CPU: the lane thread runs beside the forward.
+    (True, ["drop stale drafts", "run ['a']", "target forward"]),
+    # GPU: the target's launch first.
+    (False, ["drop stale drafts", "target forward", "drop stale drafts", "run ['a']"]),
+])
+def test_where_the_job_is_run(before, order):
+    runner = Runner(Drafter())
+    runner.SUBMIT_BEFORE_TARGET = before
+    runner.draft_source = RecordingSource(runner.log)
+    runner._captured_job = DraftJob(["a"], lambda: None, (), {})
+    runner.histories = {"b": [1]}
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), ["a"], True)
+    runner.execute_model(plan)
+    assert runner.log == order
