@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.environment import CPU_ENV, set_defaults
 from minedraft.process_drafter import protocol
 
 REPO = Path(__file__).resolve().parents[1]  # the checkout: tooling runs from it
@@ -99,6 +100,5 @@ def run_once(target: list[str], spec: dict[str, Any], command: dict[str, Any] | 
 
 def serve(make_handler: Callable[[dict[str, Any]], Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
     """The child's side: ``make_handler(spec)`` once, then one reply per command until ``quit``."""
-    for name, value in (("VLLM_TARGET_DEVICE", "cpu"), ("VLLM_CPU_KVCACHE_SPACE", "1"), ("HF_HUB_OFFLINE", "1")):
-        os.environ.setdefault(name, value)
+    set_defaults(CPU_ENV)
     protocol.serve(lambda spec: (make_handler(spec), {}))
