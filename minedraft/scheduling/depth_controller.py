@@ -30,34 +30,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-@dataclass
-class _Rate:
-    tokens: int = 0
-    seconds: float = 0.0
-    steps: int = 0
-
-    def add(self, tokens: int, seconds: float) -> None:
-        self.tokens += tokens
-        self.seconds += seconds
-        self.steps += 1
-
-    @property
-    def per_second(self) -> float:
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+from minedraft.scheduling.mode_policy import Rate
 
 
 @dataclass
 class _LoadState:
     depth: int  # the verdict
-    rates: dict[int, _Rate] = field(default_factory=dict)  # this round's measurements, by depth
+    rates: dict[int, Rate] = field(default_factory=dict)  # this round's measurements, by depth
     candidates: list[int] = field(default_factory=list)  # depths still to probe this round
     probing: int | None = None
     verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
     last_round: int | None = None  # decode step when the last round ended
 
-    def rate(self, depth: int) -> _Rate:
-        return self.rates.setdefault(depth, _Rate())
+    def rate(self, depth: int) -> Rate:
+        return self.rates.setdefault(depth, Rate())
 
 
 # The starting depth the cost model predicts for a load (running decode requests), or None.
@@ -143,7 +129,7 @@ class DepthController:
         if drifted or due:
             self._start_round(state)
         else:
-            state.rates = {state.depth: _Rate()}
+            state.rates = {state.depth: Rate()}
 
     def _start_round(self, state: _LoadState) -> None:
         d = state.depth
@@ -177,7 +163,7 @@ class DepthController:
             self._report(load, old, best, measured)
         else:
             state.verdict_rate = baseline
-            state.rates = {old: _Rate()}  # the next window starts with fresh steps
+            state.rates = {old: Rate()}  # the next window starts with fresh steps
 
     def _report(self, load: int, old: int, new: int, measured: dict[int, float]) -> None:
         if self.on_change is None:

@@ -59,7 +59,9 @@ class Load:
 
 
 @dataclass
-class _Rate:
+class Rate:
+    """Output tokens over seconds of whole steps: measured goodput."""
+
     tokens: int = 0
     seconds: float = 0.0
     steps: int = 0
@@ -96,8 +98,8 @@ class ModePolicy:
     decode_steps: int = 0
     probe_steps_run: int = 0
     last_verdict: str = ""
-    _probe: _Rate = field(default_factory=_Rate)
-    _baseline: dict[Load, _Rate] = field(default_factory=dict)
+    _probe: Rate = field(default_factory=Rate)
+    _baseline: dict[Load, Rate] = field(default_factory=dict)
     _wins: dict[Load, tuple[int, str]] = field(default_factory=dict)  # load -> (decode step won, rates)
     _last_probe: dict[Load, int] = field(default_factory=dict)  # load -> decode step of its last probe
     _priors: dict[Load, float | None] = field(default_factory=dict)
@@ -115,7 +117,7 @@ class ModePolicy:
             self.probing = None  # the load moved on: this probe says nothing
         chosen = self._won(load)
         if self.probing is None and not chosen and self._may_probe(load):
-            self.probing, self._probe = load, _Rate()
+            self.probing, self._probe = load, Rate()
         self._report(chosen, load)
         return chosen or self.probing is not None
 
@@ -166,7 +168,7 @@ class ModePolicy:
             return
         self.decode_steps += 1
         if not parallel_allowed:
-            self._baseline.setdefault(load, _Rate()).add(tokens, seconds)
+            self._baseline.setdefault(load, Rate()).add(tokens, seconds)
             return
         if self.probing != load:
             return  # a parallel step of a won load, or of a probe that ended

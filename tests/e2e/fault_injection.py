@@ -9,8 +9,7 @@ MINEDRAFT_INJECT_FAULT (comma-separated) names the faults:
   exits (fault_draft_engine.py, which this worker starts in its place).
 
 :data:`FAULT_WORKER` is the worker for engine arguments; :func:`run_with_faults`
-runs harness.sidebyside's workload through it, in a child
-(``python -m tests.e2e.fault_injection SPEC``).
+runs harness.sidebyside's workload through it.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.child import run_once, serve
+from harness.sidebyside import run_mode
 from minedraft.config import environment
 from minedraft.process_drafter.proposer import RemoteDraftProposer
 from minedraft.worker.cpu_worker import MineDraftCPUWorker
@@ -78,36 +77,8 @@ class FaultInjectingCPUWorker(MineDraftCPUWorker):
         super().load_model(*args, **kwargs)
 
 
-# --------------------------------------------------------------------------
-# harness.sidebyside's workload with this worker (a child of the test)
-# --------------------------------------------------------------------------
-
-def run_with_faults(faults: str, mode: str, target: str, draft: str, *, num_requests: int = 48,
-                    minedraft: dict | None = None, env: dict | None = None, log_dir=None,
-                    timeout: int = 600) -> dict:
-    """``tokens`` and ``metrics`` of the workload; the engine's log is ``<log_dir>/<mode>.log``."""
-    spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": 3, "seed": 0,
-            "num_requests": num_requests, "minedraft": minedraft}
-    return run_once(["-m", "tests.e2e.fault_injection"], spec, env={**(env or {}), "MINEDRAFT_INJECT_FAULT": faults},
-                    timeout_s=timeout, log_dir=log_dir)
-
-
-def make_handler(spec: dict):
-    from vllm import LLM, SamplingParams
-
-    from harness.sidebyside import engine_counters, mixed_workload_kwargs, workload
-
-    kwargs = mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec["minedraft"])
-    llm = LLM(**kwargs, worker_cls=FAULT_WORKER)
-    requests = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
-    params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in requests]
-
-    def run(command: dict) -> dict:
-        outs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in requests], params, use_tqdm=False)
-        return {"tokens": [list(o.outputs[0].token_ids) for o in outs], "metrics": engine_counters(llm)}
-
-    return run
-
-
-if __name__ == "__main__":
-    serve(make_handler)
+def run_with_faults(faults: str, mode: str, target: str, draft: str, *, env: dict | None = None,
+                    **kwargs: Any) -> dict:
+    """harness.sidebyside's workload (``run_mode``'s keyword arguments) through this worker."""
+    return run_mode(mode, target, draft, worker_cls=FAULT_WORKER,
+                    env={**(env or {}), "MINEDRAFT_INJECT_FAULT": faults}, **kwargs)
