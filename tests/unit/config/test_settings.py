@@ -1,13 +1,13 @@
-"""MineDraft's settings: parsed once in the front end, carried to the engine in vLLM's config."""
+"""MineDraft's settings (minedraft/config/settings.py): parsed once in the front end, carried in vLLM's config."""
 
 from __future__ import annotations
 
 import pytest
 from scheduler_harness import engine_args, make_scheduler
 
-from minedraft.scheduling.scheduler import MineDraftScheduler
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
 def test_defaults_then_environment_then_additional_config():
@@ -75,3 +75,25 @@ def test_capture_max_mib_from_env_and_config():
     assert MineDraftSettings.parse({}, environ={"MINEDRAFT_CAPTURE_MAX_MIB": "0.25"}).capture_max_mib == 0.25
     assert MineDraftSettings.parse({CONFIG_KEY: {"capture_max_mib": 0}},
                                    environ={"MINEDRAFT_CAPTURE_MAX_MIB": "8"}).capture_max_mib == 0
+
+
+def test_drafter_settings_from_environment_and_config():
+    env = {"MINEDRAFT_DRAFTER": "process", "MINEDRAFT_DRAFTER_DEVICE": "cpu:1", "MINEDRAFT_DRAFTER_TIMEOUT_S": "0.5"}
+    settings = MineDraftSettings.parse({}, environ=env)
+    assert (settings.drafter, settings.drafter_device, settings.drafter_timeout_s) == ("process", "cpu:1", 0.5)
+    given = {CONFIG_KEY: {"drafter": "process", "drafter_device": "cuda:1"}}
+    assert MineDraftSettings.parse(given, environ={}).drafter_device == "cuda:1"
+    assert MineDraftSettings.parse({}, environ={}).drafter == "in-process"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"MINEDRAFT_DRAFTER": "process"}, "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE"),
+    ({"MINEDRAFT_DRAFTER": "remote"}, "MINEDRAFT_DRAFTER='remote' is not one of in-process, process."),
+    ({"MINEDRAFT_DRAFTER_DEVICE": "gpu1"}, "MINEDRAFT_DRAFTER_DEVICE='gpu1': expected cpu:<cores>"),
+    ({"MINEDRAFT_DRAFTER_TIMEOUT_S": "soon"}, "MINEDRAFT_DRAFTER_TIMEOUT_S='soon' is not a number"),
+    ({"MINEDRAFT_DRAFTER_TIMEOUT_S": "0"}, "drafter_timeout_s must be a positive number"),
+])
+def test_bad_drafter_settings_are_one_line(env, message):
+    with pytest.raises(MineDraftConfigError) as err:
+        MineDraftSettings.parse({}, environ=env)
+    assert message in str(err.value) and "\n" not in str(err.value)

@@ -30,3 +30,9 @@ def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
     assert placement("cuda", "serial") == placement("cpu", "serial") == "serial"
     with pytest.raises(ValueError, match="unknown placement"):
         make_prior("elsewhere")
+
+
+def test_a_process_drafter_is_a_dedicated_placement():
+    assert placement("cpu", "overlap", "process") == "dedicated"
+    assert placement("cuda", "overlap", "process") == "dedicated"
+    assert placement("cpu", "overlap") == "cpu-threads"

@@ -3,10 +3,12 @@ for other users, and one-line errors before model load."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from scheduler_harness import engine_args
 
-from minedraft import registry
+from minedraft import registry, selection
 from minedraft.config.validation import MineDraftConfigError
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
@@ -49,3 +51,27 @@ def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
         engine_args(model_dir, scheduler_cls="minedraft", **kwargs).create_engine_config()
     text = str(err.value)
     assert message in text and "\n" not in text and text.startswith("minedraft: ")
+
+
+def test_v1_model_runner_is_forced_and_a_v2_request_refused(monkeypatch):
+    monkeypatch.delenv(selection.V2_RUNNER_ENV, raising=False)
+    selection.force_v1_model_runner()
+    import os
+
+    import vllm.envs as envs
+
+    assert os.environ[selection.V2_RUNNER_ENV] == "0" and envs.VLLM_USE_V2_MODEL_RUNNER is False
+    monkeypatch.setenv(selection.V2_RUNNER_ENV, "1")
+    with pytest.raises(MineDraftConfigError, match="VLLM_USE_V2_MODEL_RUNNER='1'"):
+        selection.force_v1_model_runner()
+
+
+def test_cuda_gets_the_gpu_worker_and_one_warning(monkeypatch, caplog):
+    from vllm.platforms import current_platform
+
+    monkeypatch.setattr(type(current_platform), "is_cpu", lambda self: False)
+    monkeypatch.setattr(type(current_platform), "is_cuda", lambda self: True)
+    with caplog.at_level(logging.WARNING):
+        assert selection._default_worker_qualname() == registry.GPU_WORKER_QUALNAME
+    warnings = [r for r in caplog.records if "MineDraft on CUDA" in r.getMessage()]
+    assert len(warnings) == 1 and "not yet run inside vLLM on a GPU" in warnings[0].getMessage()

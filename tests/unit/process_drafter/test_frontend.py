@@ -1,0 +1,48 @@
+"""The front end's rewrite of the speculative config (minedraft/process_drafter/frontend.py)."""
+
+from __future__ import annotations
+
+import pytest
+from scheduler_harness import engine_args
+from vllm.utils.import_utils import resolve_obj_by_qualname
+
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
+from minedraft.process_drafter.session_scheduler import DraftSessionScheduler
+from minedraft.registry import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
+
+pytestmark = pytest.mark.usefixtures("plugins_loaded")
+
+
+def _engine_args(model_dir, minedraft: dict, **spec):
+    return engine_args(model_dir, scheduler_cls="minedraft", additional_config={CONFIG_KEY: minedraft},
+                       speculative_config={"method": "draft_model", "model": model_dir,
+                                           "num_speculative_tokens": 3, **spec})
+
+
+def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"}, max_model_len=256)
+    vllm_config = args.create_engine_config()
+    spec = vllm_config.speculative_config
+    assert (spec.method, spec.model, spec.num_speculative_tokens) == ("custom_class", PROPOSER_QUALNAME, 3)
+    # The target loads no draft model: vLLM's draft config for custom_class is the target's own.
+    assert spec.draft_model_config is vllm_config.model_config
+    engine = vllm_config.additional_config[DRAFT_ENGINE_KEY]
+    assert engine["model"] == model_dir and engine["max_model_len"] == 256
+    assert engine["skip_tokenizer_init"] and engine["dtype"] == "float32" and engine["load_format"] == "auto"
+    # Draft sessions roll their KV back: no prefix cache, and the scheduler that rolls back.
+    assert not engine["enable_prefix_caching"] and not engine["async_scheduling"]
+    assert resolve_obj_by_qualname(engine["scheduler_cls"]) is DraftSessionScheduler
+    assert engine["tensor_parallel_size"] == 1
+    assert MineDraftSettings.of(vllm_config).drafter == "process"
+
+
+@pytest.mark.parametrize(("minedraft", "spec", "message"), [
+    ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "ngram", "model": None,
+                                                         "prompt_lookup_max": 3},
+     "the speculative method must be 'draft_model'"),
+    ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares GPU 0 with the target"),
+])
+def test_front_end_refuses_what_a_process_drafter_cannot_run(model_dir, minedraft, spec, message):
+    with pytest.raises(MineDraftConfigError, match=message):
+        _engine_args(model_dir, minedraft, **spec).create_engine_config()
