@@ -65,12 +65,15 @@ def make_handler(spec: dict):
 
 
 def engine_counters(llm) -> dict[str, float]:
-    """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels."""
+    """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels; MineDraft's
+    per-depth steps also by depth (``minedraft:steps_by_depth[3]``)."""
     metrics = {}
     for m in llm.get_metrics():
         if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
                                     or m.name == "vllm:num_preemptions"):
             metrics[m.name] = metrics.get(m.name, 0) + m.value
+            if "depth" in m.labels:
+                metrics[f"{m.name}[{m.labels['depth']}]"] = m.value
     return metrics
 
 

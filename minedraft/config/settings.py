@@ -28,6 +28,7 @@ LANES = ("overlap", "serial")
 # field -> environment variable (the table: environment.py)
 ENV = ENGINE_SETTINGS
 DRAFTERS = ("in-process", "process")
+DEPTHS = ("fixed", "auto")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class MineDraftSettings:
     # scheduled tokens). A larger step (a long prefill chunk) drafts inline
     # instead: exact either way, it only loses that step's overlap. 0: never defer.
     capture_max_mib: float = 64.0
+    # The speculation depth of each step: fixed (num_speculative_tokens, as vLLM) or auto (the
+    # goodput controller, scheduling/depth_controller.py: 0..num_speculative_tokens per load,
+    # from measured tokens/s). Not in stock mode, which stays vLLM's behaviour.
+    speculation_depth: str = "fixed"
 
     def __post_init__(self) -> None:
         for name in ENV:
@@ -109,7 +114,7 @@ class MineDraftSettings:
 
 def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
-    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS}.get(name)
+    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS}.get(name)
     if choices is not None and value not in choices:
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (

@@ -28,6 +28,8 @@ _GAUGES = {
     "draft_group_size": "Requests on the draft lane in the last step.",
     "parallel_mode_allowed": "1 if the mode policy allowed parallel steps in the last step "
     "(auto: its current choice, or a probe; MINEDRAFT_MODE).",
+    "speculation_depth": "The speculation depth the last step drafted at (speculation_depth=auto: the "
+    "controller's choice; fixed: num_speculative_tokens).",
 }
 
 
@@ -45,6 +47,8 @@ class MineDraftMetrics:
             name: prometheus_client.Gauge(f"minedraft:{name}", doc)
             for name, doc in _GAUGES.items()
         }
+        self.steps_by_depth = prometheus_client.Counter(
+            "minedraft:steps_by_depth", "Engine steps by the speculation depth they drafted at.", ["depth"])
         self.since_last_log = MineDraftStats()
 
     @classmethod
@@ -58,6 +62,8 @@ class MineDraftMetrics:
             counter.inc(getattr(stats, name))
         for name, gauge in self.gauges.items():
             gauge.set(getattr(stats, name))
+        for depth, steps in stats.steps_by_depth.items():
+            self.steps_by_depth.labels(depth=depth).inc(steps)
         acc = self.since_last_log
         for name in _COUNTERS:
             setattr(acc, name, getattr(acc, name) + getattr(stats, name))

@@ -11,7 +11,7 @@ serialisation; the front end takes the key out before any vLLM logger sees it).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PAYLOAD_KEY = "minedraft"
@@ -42,7 +42,7 @@ def detach(scheduler_stats: Any) -> dict[str, int] | None:
 
 @dataclass
 class MineDraftStats:
-    """Counts since the last ``make_stats``; plain ints so they serialize as-is."""
+    """Counts since the last ``make_stats``; ints (and one dict of ints) so they serialize as-is."""
 
     parallel_steps: int = 0  # steps whose drafting was deferred to the lane
     fallback_steps: int = 0  # steps that drafted inline (plain SD)
@@ -53,12 +53,16 @@ class MineDraftStats:
     parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
     probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
     late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
+    speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
+    steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
 
     def observe_step(
         self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool,
-        probing: bool = False,
+        probing: bool = False, depth: int = 0,
     ) -> None:
         self.probe_steps += int(probing)
+        self.speculation_depth = depth
+        self.steps_by_depth[str(depth)] = self.steps_by_depth.get(str(depth), 0) + 1
         if parallel:
             self.parallel_steps += 1
         else:
@@ -75,7 +79,8 @@ class MineDraftStats:
     @classmethod
     def from_payload(cls, payload: dict[str, int]) -> MineDraftStats:
         names = {f.name for f in fields(cls)}
-        return cls(**{k: int(v) for k, v in payload.items() if k in names})
+        return cls(**{k: {str(d): int(n) for d, n in v.items()} if isinstance(v, dict) else int(v)
+                      for k, v in payload.items() if k in names})
 
     @property
     def empty(self) -> bool:

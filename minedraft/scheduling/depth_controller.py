@@ -174,3 +174,20 @@ class DepthController:
 
 def describe_load(load: int) -> str:
     return f"{load} decodes" if load < 2 else f"{load}-{2 * load - 1} decodes"
+
+
+class ChosenDepth:
+    """vLLM's per-step depth lookup (``Scheduler.dynamic_sd_lookup``), answering the chosen depth.
+
+    vLLM's scheduler reads ``dynamic_sd_lookup[number of scheduled requests]`` into
+    ``SchedulerOutput.num_spec_tokens_to_schedule``, which its runner passes to the drafter as
+    the depth of the drafts it makes at the end of the step. Being set (not None) also stops
+    vLLM from padding a resumed request's first decode with K placeholder drafts, which the
+    target would verify and reject at any depth below K.
+    """
+
+    def __init__(self, depth: Callable[[], int]) -> None:
+        self._depth = depth
+
+    def __getitem__(self, num_scheduled_requests: int) -> int:
+        return self._depth()

@@ -46,6 +46,7 @@ from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
 from minedraft.scheduling.groups import choose_held, is_balanced
+from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
@@ -89,8 +90,24 @@ class MineDraftScheduler(Scheduler):
                                         self.settings.drafter)
         self.mode_policy = ModePolicy(self.settings.mode, prior=make_prior(self.lane_placement),
                                       on_change=logger.info)
+        # The depth of the step being scheduled: K, or the depth controller's choice.
+        self._depth = self.num_spec_tokens
+        self.depth_controller = self._make_depth_controller()
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
+
+    def _make_depth_controller(self) -> DepthController | None:
+        if self.settings.speculation_depth != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
+            return None
+        if self.settings.drafter == "process":
+            logger.info("MineDraft: speculation_depth=auto does not apply to the process drafter yet (its jobs "
+                        "draft num_speculative_tokens); the depth stays fixed.")
+            return None
+        if self.dynamic_sd_lookup is not None:  # refused by the front end; a directly built config may have it
+            raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
+                             "both choose the depth; use one.")
+        self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
+        return DepthController(self.num_spec_tokens, on_change=logger.info)
 
     @property
     def drafting_req_ids(self) -> frozenset[str]:
@@ -111,7 +128,8 @@ class MineDraftScheduler(Scheduler):
         started = time.perf_counter()
         self._time_finished_step(started)
         load = self._current_load()
-        allowed = self.mode_policy.parallel_allowed(load)
+        # Depth 0 drafts nothing: no step to overlap.
+        allowed = load.k > 0 and self.mode_policy.parallel_allowed(load)
         self._hold_back_for_this_step(allowed)
         output = super().schedule(throttle_prefills)
         return self._plan_lanes(output, allowed, load, started)
@@ -134,12 +152,20 @@ class MineDraftScheduler(Scheduler):
         step, self._last_step = self._last_step, None
         if step is not None and step.tokens is not None:
             self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
+            if self.depth_controller is not None and step.load.decodes > 0:
+                self.depth_controller.observe(step.load.decodes, step.load.k, step.tokens, now - step.started)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
 
     def _current_load(self) -> Load:
-        return Load.of(len(self._decode_requests()), self.num_spec_tokens, *self._last_mix)
+        """The load of the step being scheduled, its depth chosen (only steps with decode
+        requests choose: a prefill-only step drafts at the depth of the last choice)."""
+        decodes = len(self._decode_requests())
+        bucket = Load.of(decodes, self.num_spec_tokens).decodes
+        if self.depth_controller is not None and bucket > 0:
+            self._depth = self.depth_controller.depth(bucket)
+        return Load.of(decodes, self._depth, *self._last_mix)
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         decodes = self._decode_requests()
@@ -195,7 +221,7 @@ class MineDraftScheduler(Scheduler):
         self._due = next_due
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
-                               probing=self.mode_policy.probing is not None)
+                               probing=self.mode_policy.probing is not None, depth=self._depth)
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
 
     # ------------------------------------------------------------------ drafts

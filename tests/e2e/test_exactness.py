@@ -59,6 +59,11 @@ def minedraft_process(kit):
 
 
 @pytest.fixture(scope="module")
+def minedraft_depth_auto(kit):
+    return run_engine("minedraft_parallel", kit, {"speculation_depth": "auto"})
+
+
+@pytest.fixture(scope="module")
 def stock_eagle3(kit):
     return run_eagle3("stock_sd", kit)
 
@@ -75,7 +80,8 @@ def minedraft_eagle3_capped(kit, tmp_path_factory):
     return {**result, "log": (log_dir / "minedraft_parallel.log").read_text()}
 
 
-MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped"]
+MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
+                  "minedraft_depth_auto"]
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3"])
@@ -102,6 +108,13 @@ def test_the_kit_eagle3_head_is_really_trained(stock_eagle3):
 def test_deferred_eagle3_accepts_like_stock_eagle3(stock_eagle3, minedraft_eagle3):
     """The deferred call is the call stock SD makes, one step later, with the same hidden states."""
     assert abs(_acceptance_length(minedraft_eagle3["metrics"]) - _acceptance_length(stock_eagle3["metrics"])) < 0.1
+
+
+def test_the_depth_controller_changed_depth_during_the_run(minedraft_depth_auto):
+    """Exactness with the depth changing (test_minedraft_matches_target_and_stock_sd): it did change."""
+    m = minedraft_depth_auto["metrics"]
+    depths = {name for name, steps in m.items() if name.startswith("minedraft:steps_by_depth[") and steps > 0}
+    assert len(depths) >= 2, m
 
 
 def test_capped_eagle3_drafts_long_steps_inline(minedraft_eagle3_capped):

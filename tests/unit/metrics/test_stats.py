@@ -39,3 +39,11 @@ def test_with_an_extra_field_the_payload_uses_it():
 def test_stats_without_a_payload_are_left_alone():
     stats = SchedulerStats(kv_connector_stats={"nixl": {}})
     assert detach(stats) is None and stats.kv_connector_stats == {"nixl": {}}
+
+
+def test_steps_by_depth_survive_the_payload():
+    stats = MineDraftStats()
+    for depth in (3, 3, 0):
+        stats.observe_step(4, 0, False, False, depth=depth)
+    back = MineDraftStats.from_payload(stats.to_payload())
+    assert back.steps_by_depth == {"3": 2, "0": 1} and back.speculation_depth == 0

@@ -189,3 +189,50 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
             baseline = policy._baseline[policy.probing]
     assert baseline.steps == 4 and baseline.seconds == pytest.approx(4 * 0.010)
     assert policy._probe.steps >= 3 and policy._probe.seconds == pytest.approx(policy._probe.steps * 0.040)
+
+
+# ------------------------------------------------------------------ speculation depth
+
+
+def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
+    assert sched.schedule().num_spec_tokens_to_schedule == 3
+
+
+@pytest.mark.parametrize("mode", ["stock", "parallel", "auto"])
+def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir, monkeypatch, mode):
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    monkeypatch.setenv("MINEDRAFT_MODE", mode)
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    if mode == "stock":  # stock stays vLLM's fixed depth, for comparisons
+        assert sched.depth_controller is None and sched.schedule().num_spec_tokens_to_schedule == 3
+        return
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 1)
+    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    for _ in range(3):
+        out = sched.schedule()
+        assert out.num_spec_tokens_to_schedule == 1
+        worker.step(sched, out)
+    sched.schedule()  # times the last step
+    assert [(load, depth) for load, depth, _, _ in observed] == [(4, 1)] * 3
+    assert sched.minedraft_totals.steps_by_depth == {"3": 1, "1": 4}  # the prefill step drafted at K
+
+
+def test_depth_zero_runs_no_parallel_step(model_dir, monkeypatch):
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 0)
+    for _ in range(3):
+        out = sched.schedule()
+        assert not out.defer_drafts and out.num_spec_tokens_to_schedule == 0
+        worker.step(sched, out)
+
+
+def test_the_process_drafter_keeps_a_fixed_depth(model_dir, monkeypatch):
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    monkeypatch.setenv("MINEDRAFT_DRAFTER", "process")
+    monkeypatch.setenv("MINEDRAFT_DRAFTER_DEVICE", "cpu:1")
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
