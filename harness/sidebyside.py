@@ -30,9 +30,10 @@ def workload(seed: int, num_requests: int, vocab: int):
 
 
 def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None,
-                          method: str = "draft_model") -> dict:
+                          method: str = "draft_model", speculation_extra: dict | None = None) -> dict:
     """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption."""
-    return engine_kwargs(mode, target, Speculation(draft, k, method), minedraft=minedraft, max_model_len=1024,
+    speculation = Speculation(draft, k, method, extra=speculation_extra or {})
+    return engine_kwargs(mode, target, speculation, minedraft=minedraft, max_model_len=1024,
                          enable_chunked_prefill=True, max_num_batched_tokens=128, enable_prefix_caching=True,
                          num_gpu_blocks_override=48)
 
@@ -42,7 +43,7 @@ def make_handler(spec: dict):
 
     worker = {"worker_cls": spec["worker_cls"]} if spec.get("worker_cls") else {}
     llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
-                                      spec.get("method", "draft_model")), **worker)
+                                      spec.get("method", "draft_model"), spec.get("speculation_extra")), **worker)
     reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
 
@@ -79,14 +80,17 @@ def engine_counters(llm) -> dict[str, float]:
 
 def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
              env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None,
-             log_dir=None, method: str = "draft_model", worker_cls: str | None = None) -> dict:
+             log_dir=None, method: str = "draft_model", worker_cls: str | None = None,
+             speculation_extra: dict | None = None) -> dict:
     """Run one mode (:data:`harness.modes.BENCH_MODES`) in a fresh engine; ``passes`` > 1
     repeats the workload in the same engine (warm runs, under ``"warm"``). The engine's log
     is ``<log_dir>/<mode>.log`` (a new temporary directory by default). ``draft`` is the
     speculative config's model for ``method`` (``draft_model``, ``eagle3``, ...); ``worker_cls``
-    replaces MineDraft's worker (the tests' fault-injecting one)."""
+    replaces MineDraft's worker (the tests' fault-injecting one); ``speculation_extra``: more keys of
+    the speculative config."""
     spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
-            "seed": seed, "minedraft": minedraft, "method": method, "worker_cls": worker_cls}
+            "seed": seed, "minedraft": minedraft, "method": method, "worker_cls": worker_cls,
+            "speculation_extra": speculation_extra}
     return run_once(["-m", "harness.sidebyside"], spec, {"cmd": "run", "passes": passes}, env=env,
                     timeout_s=timeout, log_dir=log_dir)
 

@@ -86,10 +86,7 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
     _check_draft_sampling(spec.draft_sample_method)
     _check_drafting_path(spec.parallel_drafting, spec.disable_padded_drafter_batch)
     if spec.num_speculative_tokens_per_batch_size:
-        raise MineDraftConfigError(
-            "dynamic num_speculative_tokens_per_batch_size is not supported; "
-            "set a fixed num_speculative_tokens."
-        )
+        _check_depth_table(vllm_config)
     if vllm_config.parallel_config.pipeline_parallel_size > 1:
         raise MineDraftConfigError("pipeline parallelism (pipeline_parallel_size > 1) is not supported.")
     if vllm_config.parallel_config.data_parallel_size > 1:
@@ -132,6 +129,21 @@ def _check_gpu_config(vllm_config: VllmConfig) -> None:
             "serialises the lanes: use FLASH_ATTN or TRITON_ATTN with MineDraft.")
     if vllm_config.model_config.is_hybrid:
         raise MineDraftConfigError("hybrid (attention + Mamba) models are not supported with MineDraft yet.")
+
+
+def _check_depth_table(vllm_config: VllmConfig) -> None:
+    """vLLM's ``num_speculative_tokens_per_batch_size`` runs as in vLLM (its scheduler looks the
+    depth up per step; a deferred call keeps the depth of its step), except with what chooses the
+    depth otherwise."""
+    settings = MineDraftSettings.of(vllm_config)
+    if settings.speculation_depth == "auto":
+        raise MineDraftConfigError(
+            "num_speculative_tokens_per_batch_size and speculation_depth=auto both choose the depth of each "
+            "step: drop one of them.")
+    if settings.drafter == "process":
+        raise MineDraftConfigError(
+            "num_speculative_tokens_per_batch_size does not reach the process drafter yet (its jobs draft "
+            "num_speculative_tokens): drop one of them.")
 
 
 def _check_num_spec_tokens(k: Any) -> None:

@@ -22,6 +22,7 @@ PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # EAGLE-3 on the kit's target copies 3 x 256 float32 = 3 KiB of hidden states per scheduled token: a
 # step with a 128-token prefill chunk needs more than 0.25 MiB, a step of decodes alone mostly less.
 EAGLE3_CAPPED = {"capture_max_mib": 0.25}
+DEPTH_TABLE = [[1, 4, 3], [5, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 
 
@@ -64,6 +65,13 @@ def minedraft_depth_auto(kit):
 
 
 @pytest.fixture(scope="module")
+def minedraft_depth_table(kit):
+    """vLLM's own per-batch-size depth: k = 3 up to 4 scheduled requests, 1 above."""
+    return run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
+                    speculation_extra={"num_speculative_tokens_per_batch_size": DEPTH_TABLE})
+
+
+@pytest.fixture(scope="module")
 def stock_eagle3(kit):
     return run_eagle3("stock_sd", kit)
 
@@ -81,7 +89,7 @@ def minedraft_eagle3_capped(kit, tmp_path_factory):
 
 
 MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
-                  "minedraft_depth_auto"]
+                  "minedraft_depth_auto", "minedraft_depth_table"]
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3"])

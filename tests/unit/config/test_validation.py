@@ -42,3 +42,33 @@ def test_the_in_process_drafter_runs_eager_on_gpu(method, eager_after):
     config = SimpleNamespace(speculative_config=SimpleNamespace(method=method, enforce_eager=None))
     _keep_gpu_drafter_eager(config)
     assert bool(config.speculative_config.enforce_eager) is eager_after
+
+
+TABLE = [[1, 4, 3], [5, 64, 1]]
+
+
+def _with_table(model_dir, minedraft: dict):
+    from scheduler_harness import engine_args
+
+    from minedraft.config.settings import CONFIG_KEY
+
+    spec = {"method": "draft_model", "model": model_dir, "num_speculative_tokens": 3,
+            "num_speculative_tokens_per_batch_size": TABLE}
+    return engine_args(model_dir, scheduler_cls="minedraft", speculative_config=spec,
+                       additional_config={CONFIG_KEY: minedraft}).create_engine_config()
+
+
+@pytest.mark.usefixtures("plugins_loaded")
+def test_vllm_s_depth_table_runs_as_in_vllm(model_dir):
+    config = _with_table(model_dir, {})
+    assert [list(r) for r in config.speculative_config.num_speculative_tokens_per_batch_size] == TABLE
+
+
+@pytest.mark.usefixtures("plugins_loaded")
+@pytest.mark.parametrize(("minedraft", "message"), [
+    ({"speculation_depth": "auto"}, "both choose the depth"),
+    ({"drafter": "process", "drafter_device": "cpu:1"}, "does not reach the process drafter"),
+])
+def test_what_else_chooses_the_depth_is_refused_with_the_table(model_dir, minedraft, message):
+    with pytest.raises(MineDraftConfigError, match=message):
+        _with_table(model_dir, minedraft)
