@@ -20,9 +20,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from modelkit import build_kit
-from minedraft.config.settings import MineDraftSettings
 from harness.sidebyside import run_mode
+from minedraft.config.settings import MineDraftSettings
+from modelkit import build_kit
 
 # name -> mode (harness.modes.BENCH_MODES)
 RUNS = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_parallel": "minedraft_parallel",

@@ -12,10 +12,10 @@ from typing import Any
 
 from minedraft import registry
 from minedraft.config.environment import inherited
-from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
-from minedraft.process_drafter.frontend import select_process_drafter
-from minedraft.log import get_logger
 from minedraft.config.settings import CONFIG_KEY
+from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
+from minedraft.log import get_logger
+from minedraft.process_drafter.frontend import select_process_drafter
 
 logger = get_logger(__name__)
 

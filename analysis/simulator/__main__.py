@@ -22,10 +22,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from minedraft.cost_model.model import COMPARISONS, KIT_AGREEMENT, KIT_TAU, KIT_TAU_K, Workload, acceptance, choose_mode, predict
 from analysis.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
-from minedraft.cost_model.profile import ForwardCost, LatencyProfile
 from minedraft.cost_model.calibrate import PROFILE_NAMES, profile_by_name
+from minedraft.cost_model.model import (
+    COMPARISONS,
+    KIT_AGREEMENT,
+    KIT_TAU,
+    KIT_TAU_K,
+    Workload,
+    acceptance,
+    choose_mode,
+    predict,
+)
+from minedraft.cost_model.profile import ForwardCost, LatencyProfile
 
 LABELS = {"equal_concurrency": "equal concurrency: every mode runs N requests",
           "paper": "paper setting: MineDraft runs 2N (two groups of N), stock SD and no SD run N"}

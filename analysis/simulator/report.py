@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.simulator.check import CPU_SUMMARY_JSON, NO_DRAFT, CheckResult, check
-from minedraft.cost_model.model import predict, tokens_per_verification
 from analysis.simulator.paper import (
     AGREEMENT_TOLERANCE,
     DATASET_PROMPT_TOKENS,
@@ -22,8 +21,15 @@ from analysis.simulator.paper import (
     compare_headlines,
     predict_layout,
 )
-from minedraft.cost_model.profile import A100_SXM, BANDWIDTH_EFFICIENCY, COMPUTE_EFFICIENCY, EAGER_HOST_MS_PER_LAYER, LatencyProfile
 from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON, profile_by_name
+from minedraft.cost_model.model import predict, tokens_per_verification
+from minedraft.cost_model.profile import (
+    A100_SXM,
+    BANDWIDTH_EFFICIENCY,
+    COMPUTE_EFFICIENCY,
+    EAGER_HOST_MS_PER_LAYER,
+    LatencyProfile,
+)
 
 H100_ALPHA = 0.7  # acceptance for the absolute H100 tokens/s (ratios do not depend on it in steady state)
 H100_KS = (3, 4, 5)

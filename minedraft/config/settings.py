@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from minedraft.config.environment import ENGINE_SETTINGS, get
-from minedraft.config.placement import DrafterDevice
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.modes import RUNTIME_MODES
+from minedraft.config.placement import DrafterDevice
 
 CONFIG_KEY = "minedraft"  # the key under vLLM's additional_config
 LANES = ("overlap", "serial")

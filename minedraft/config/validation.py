@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.log import get_logger
 from minedraft.config.settings import MineDraftSettings
+from minedraft.log import get_logger
 from minedraft.registry import PROPOSER_QUALNAME
 
 __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_vllm_config"]

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
-
 @dataclass(frozen=True)
 class ForwardCost:
     """One forward pass: ``fixed + max(host, device(n, t))`` ms, where

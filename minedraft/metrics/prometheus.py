@@ -9,8 +9,8 @@ patched ``get_metrics_snapshot``, in ``LLM.get_metrics()``).
 from __future__ import annotations
 
 import prometheus_client
-from minedraft.log import get_logger
 
+from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats
 
 logger = get_logger(__name__)

@@ -24,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from minedraft.scheduling.mode_policy import Load, Prior
 from minedraft.config.modes import PLACEMENTS
+from minedraft.scheduling.mode_policy import Load, Prior
 
 
 def placement(device_type: str, lane: str, drafter: str = "in-process") -> str:

@@ -38,21 +38,21 @@ from minedraft._version import require_supported_vllm
 # plugin entry point installs none there).
 require_supported_vllm()
 
-from minedraft.log import get_logger
 from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
-from minedraft.scheduling.groups import choose_held, is_balanced
+from minedraft.config.settings import MineDraftSettings
+from minedraft.lifetime import end_with_vllm_parent
+from minedraft.log import get_logger
+from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
+from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.lifetime import end_with_vllm_parent
-from minedraft.metrics.stats import MineDraftStats, attach
-from minedraft.config.settings import MineDraftSettings
 
 logger = get_logger(__name__)
 

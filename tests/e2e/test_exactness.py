@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from modelkit import build_kit
 from harness.sidebyside import run_mode
+from modelkit import build_kit
 from tests.e2e.fault_injection import run_with_faults
-
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # EAGLE-3 on the kit's target copies 3 x 256 float32 = 3 KiB of hidden states per scheduled token: a

@@ -36,7 +36,6 @@ import pytest
 from harness.child import run_once, serve
 from minedraft.config import environment
 
-
 K = 3
 N_FIRST, N_SECOND = 24, 8  # the second wave arrives after the first aborts
 MAX_TOKENS = 64
@@ -165,7 +164,6 @@ async def run_shutdown(marker: str) -> dict:
     from vllm.v1.engine.async_llm import AsyncLLM
 
     from modelkit import build_kit
-
     from tests.e2e.fault_injection import FAULT_WORKER
 
     kw = engine_kwargs(build_kit(), minedraft=True)
@@ -304,8 +302,8 @@ def test_process_drafter_dies_with_a_killed_front_end(tmp_path):
     minedraft/lifetime.py)."""
     import psutil
 
-    from modelkit import build_kit
     from harness.child import Child
+    from modelkit import build_kit
 
     kit = build_kit()
     spec = {"name": "front_end", "mode": "minedraft_parallel", "target": str(kit.target),

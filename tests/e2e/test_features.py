@@ -27,7 +27,6 @@ import pytest
 
 from harness.child import run_once, serve
 
-
 K = 3
 MAX_MODEL_LEN = 1024
 MAX_BATCHED_TOKENS = 8192  # no prefill is ever chunked (see the module doc)
@@ -123,9 +122,9 @@ def pick_stops(probe: list[dict]) -> list[dict]:
 
 def engine_kwargs(scenario: str) -> dict:
     """Scenario -> engine: ``minedraft*`` scenarios run MineDraft pinned to parallel mode."""
-    from modelkit import build_kit
     from harness.engine_args import Speculation
     from harness.engine_args import engine_kwargs as mode_kwargs
+    from modelkit import build_kit
 
     kit = build_kit()
     mode = {"target": "no_sd", "stock_sd": "stock_sd"}.get(scenario, "minedraft_parallel")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from modelkit import build_kit
 from harness.child import run_once
+from modelkit import build_kit
 
 SCRIPT = Path(__file__).with_name("request_cases.py")
 

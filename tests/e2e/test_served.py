@@ -32,14 +32,19 @@ from pathlib import Path
 import pytest
 import requests
 from openai import OpenAI
-
-from modelkit import build_kit
-from harness.engine_args import Speculation
 from served_engine import (  # the servers, shared with the soak test
-    CHAT_TEMPLATE, LOG_TAIL_CHARS, MINEDRAFT_COUNTERS, MINEDRAFT_GAUGES, MODEL_NAME,
-    REQUEST_TIMEOUT_S, Server, served,
+    CHAT_TEMPLATE,
+    LOG_TAIL_CHARS,
+    MINEDRAFT_COUNTERS,
+    MINEDRAFT_GAUGES,
+    MODEL_NAME,
+    REQUEST_TIMEOUT_S,
+    Server,
+    served,
 )
 
+from harness.engine_args import Speculation
+from modelkit import build_kit
 
 # --------------------------------------------------------------------------- workload
 

@@ -23,12 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from served_engine import STARTUP_TIMEOUT_S, K, Server
 
 from harness.child import REPO
 from harness.engine_args import Speculation, engine_kwargs, serve_flags
 from harness.server import free_port
 from modelkit import build_kit
-from served_engine import K, STARTUP_TIMEOUT_S, Server
 
 BUILD_TIMEOUT_S = 300
 PROMPTS = [[(11 * i) % 2045 + 3 for i in range(40)], [(7 * i) % 2039 + 5 for i in range(25)]]

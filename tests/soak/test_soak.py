@@ -32,7 +32,6 @@ from served_engine import CHAT_TEMPLATE, MODEL_NAME, served  # noqa: E402
 
 from modelkit import build_kit  # noqa: E402
 
-
 NUM_REQUESTS = 2000
 CONCURRENCY = 24
 SAMPLED = 40

@@ -20,7 +20,6 @@ from vllm.v1.outputs import DraftTokenIds
 from minedraft.scheduling.output import MineDraftSchedulerOutput
 from minedraft.worker import runner_mixin as model_runner
 
-
 # ------------------------------------------------------------------ vLLM's hooks
 
 

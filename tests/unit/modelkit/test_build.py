@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from modelkit import build_kit
-from modelkit import cache
+from modelkit import build_kit, cache
 from modelkit.build import MODELS, spec_hashes
 from modelkit.specs import SMALL_ARCH, TARGET_ARCH
 from modelkit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE

@@ -8,7 +8,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scheduler_harness import prefilled, FakeWorker, make_request, make_scheduler
+from scheduler_harness import FakeWorker, make_request, make_scheduler, prefilled
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
