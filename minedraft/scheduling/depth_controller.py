@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from minedraft.scheduling.mode_policy import Rate
+from minedraft.scheduling.mode_policy import Rate, describe_bucket
 
 
 @dataclass
@@ -47,13 +47,13 @@ class _LoadState:
 
 
 # The starting depth the cost model predicts for a load (running decode requests), or None.
-Prior = Callable[[int], "int | None"]
+DepthPrior = Callable[[int], "int | None"]
 
 
 @dataclass
 class DepthController:
     max_depth: int
-    prior: Prior | None = None
+    prior: DepthPrior | None = None
     baseline_steps: int = 12
     probe_steps: int = 8
     min_probe_steps: int = 3
@@ -114,9 +114,9 @@ class DepthController:
             self.probe_steps_run += 1
             self._after_probe_step(load, state)
         else:
-            self._after_verdict_step(load, state)
+            self._after_verdict_step(state)
 
-    def _after_verdict_step(self, load: int, state: _LoadState) -> None:
+    def _after_verdict_step(self, state: _LoadState) -> None:
         """The verdict is measured in windows of ``baseline_steps``; the last full window is
         the baseline a round compares against, and what drift is judged on."""
         window = state.rate(state.depth)
@@ -169,11 +169,7 @@ class DepthController:
         if self.on_change is None:
             return
         rates = ", ".join(f"k'={d}: {r:.0f} tok/s" for d, r in sorted(measured.items()))
-        self.on_change(f"MineDraft auto: speculation depth {old} -> {new} at {describe_load(load)} ({rates})")
-
-
-def describe_load(load: int) -> str:
-    return f"{load} decodes" if load < 2 else f"{load}-{2 * load - 1} decodes"
+        self.on_change(f"MineDraft auto: speculation depth {old} -> {new} at {describe_bucket(load)} ({rates})")
 
 
 class ChosenDepth:

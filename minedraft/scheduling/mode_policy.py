@@ -50,12 +50,19 @@ class Load:
 
     @classmethod
     def of(cls, num_decodes: int, k: int, prefill_tokens: int = 0, decode_tokens: int = 0) -> Load:
-        bucket = 1 << (num_decodes.bit_length() - 1) if num_decodes > 0 else 0
-        return cls(bucket, k, prefill_tokens > decode_tokens)
+        return cls(decode_bucket(num_decodes), k, prefill_tokens > decode_tokens)
 
     def __str__(self) -> str:
-        span = f"{self.decodes}" if self.decodes < 2 else f"{self.decodes}-{2 * self.decodes - 1}"
-        return f"{span} decodes, k={self.k}" + (", prefill-heavy" if self.prefill_heavy else "")
+        return f"{describe_bucket(self.decodes)}, k={self.k}" + (", prefill-heavy" if self.prefill_heavy else "")
+
+
+def decode_bucket(num_decodes: int) -> int:
+    """Running decode requests rounded down to a power of two (0: none): the loads' granularity."""
+    return 1 << (num_decodes.bit_length() - 1) if num_decodes > 0 else 0
+
+
+def describe_bucket(bucket: int) -> str:
+    return f"{bucket} decodes" if bucket < 2 else f"{bucket}-{2 * bucket - 1} decodes"
 
 
 @dataclass

@@ -56,9 +56,9 @@ class MineDraftDraftTokenIds(DraftTokenIds):
 
 def merge_drafts(first: DraftTokenIds | None, then: DraftTokenIds | None) -> MineDraftDraftTokenIds | None:
     """``first``'s rows, then ``then``'s, and the late requests of both (None: neither has any)."""
-    if first is None or then is None:
-        one = then if first is None else first
-        return None if one is None else MineDraftDraftTokenIds.of(one)
-    a, b = MineDraftDraftTokenIds.of(first), MineDraftDraftTokenIds.of(then)
+    parts = [MineDraftDraftTokenIds.of(d) for d in (first, then) if d is not None]
+    if len(parts) < 2:
+        return parts[0] if parts else None
+    a, b = parts
     return MineDraftDraftTokenIds(a.req_ids + b.req_ids, a.draft_token_ids + b.draft_token_ids,
                                   a.late_req_ids + b.late_req_ids)

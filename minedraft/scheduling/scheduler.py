@@ -50,7 +50,7 @@ from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
 from minedraft.scheduling.groups import choose_held, is_balanced
-from minedraft.scheduling.mode_policy import Load, ModePolicy
+from minedraft.scheduling.mode_policy import Load, ModePolicy, decode_bucket
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 
@@ -162,7 +162,7 @@ class MineDraftScheduler(Scheduler):
         """The load of the step being scheduled, its depth chosen (only steps with decode
         requests choose: a prefill-only step drafts at the depth of the last choice)."""
         decodes = len(self._decode_requests())
-        bucket = Load.of(decodes, self.num_spec_tokens).decodes
+        bucket = decode_bucket(decodes)
         if self.depth_controller is not None and bucket > 0:
             self._depth = self.depth_controller.depth(bucket)
         return Load.of(decodes, self._depth, *self._last_mix)
