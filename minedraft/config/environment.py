@@ -42,6 +42,8 @@ VARIABLES = (
              "largest deferred draft call copied for the lane (default 64); larger ones draft inline"),
     Variable("MINEDRAFT_SPECULATION_DEPTH", "speculation_depth", "front end",
              "fixed (default: num_speculative_tokens every step) or auto (chosen per load from measured goodput)"),
+    Variable("MINEDRAFT_IDLE_DRAFTER", "idle_drafter", "front end",
+             "skip (default: at depth 0 the draft model catches up when it next drafts) or run (as vLLM)"),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
     Variable("MINEDRAFT_INJECT_FAULT", None, "tests' fault wrappers (worker, draft engine)",
              "comma-separated faults: draft_lane, draft_lane_stall, drafter_stall, drafter_exit"),

@@ -29,6 +29,7 @@ LANES = ("overlap", "serial")
 ENV = ENGINE_SETTINGS
 DRAFTERS = ("in-process", "process")
 DEPTHS = ("fixed", "auto")
+IDLE_DRAFTERS = ("skip", "run")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class MineDraftSettings:
     # goodput controller, scheduling/depth_controller.py: 0..num_speculative_tokens per load,
     # from measured tokens/s). Not in stock mode, which stays vLLM's behaviour.
     speculation_depth: str = "fixed"
+    # The draft model at depth 0 (speculation turned off by the depth controller or by vLLM's
+    # num_speculative_tokens_per_batch_size): skip its forward and feed it the skipped tokens when it
+    # next drafts (worker/draft_catch_up.py), or run it every step as vLLM does. Draft-model method only.
+    idle_drafter: str = "skip"
 
     def __post_init__(self) -> None:
         for name in ENV:
@@ -114,7 +119,8 @@ class MineDraftSettings:
 
 def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
-    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS}.get(name)
+    choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS,
+               "idle_drafter": IDLE_DRAFTERS}.get(name)
     if choices is not None and value not in choices:
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (

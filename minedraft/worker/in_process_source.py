@@ -12,6 +12,11 @@ The platform runner's hooks come with the lane: ``before_run(lane,
 job_this_step)`` at the start of every step, with nothing on the lane (the
 CPU kernel lock), and ``on_captured(lane)`` right after a call was captured
 (the CUDA lane's capture event).
+
+With a ``catch_up`` (the draft-model method, ``idle_drafter=skip``), a depth-0
+call runs no forward, and a later call first feeds the drafter the tokens its
+requests skipped (``draft_catch_up.py``), now, before the call is drafted or
+captured.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from minedraft.log import get_logger
 from minedraft.scheduling.output import MineDraftDraftTokenIds
+from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
 from minedraft.worker.draft_source import DraftSource, ProposeCall
 from minedraft.worker.lanes import Lane
@@ -34,22 +40,45 @@ class InProcessDraftSource(DraftSource):
 
     def __init__(self, propose: Callable[..., Any] | None, lane: Lane, *, capture_max_mib: float,
                  before_run: Callable[[Lane, bool], None], on_captured: Callable[[Lane], None],
-                 profiler: StepProfiler | None = None) -> None:
+                 profiler: StepProfiler | None = None, catch_up: DraftCatchUp | None = None) -> None:
         super().__init__()
         self.propose, self.lane = propose, lane
+        self.catch_up = catch_up
         self.capture_max_mib = capture_max_mib
         self._before_run, self._on_captured = before_run, on_captured
         self.profiler = profiler
         self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
 
     def prepare(self, call: ProposeCall) -> DraftJob:
-        job = self._capture_or_draft_now(call)
+        if self._skips(call):
+            job = DraftJob.completed(call.req_ids, self.catch_up.skip(call))
+        else:
+            self._feed_skipped(call)
+            job = self._capture_or_draft_now(call)
         self._on_captured(self.lane)
         return job
 
     def draft_now(self, call: ProposeCall) -> Any:
+        if self._skips(call):
+            return self.catch_up.skip(call)
+        self._feed_skipped(call)
+        return self._propose_now(call)
+
+    def release(self, req_ids) -> None:
+        if self.catch_up is not None:
+            self.catch_up.release(set(req_ids))
+
+    def _propose_now(self, call: ProposeCall) -> Any:
         self._keep_joined()  # the drafter's buffers belong to one call at a time
         return self.propose(*call.args, **call.kwargs)
+
+    def _skips(self, call: ProposeCall) -> bool:
+        return self.catch_up is not None and self.catch_up.depth(call) == 0
+
+    def _feed_skipped(self, call: ProposeCall) -> None:
+        if self.catch_up is not None:
+            for catch_up in self.catch_up.calls_before(call):
+                self._propose_now(catch_up)
 
     def run(self, job: DraftJob | None) -> None:
         self._before_run(self.lane, job is not None)
@@ -75,4 +104,4 @@ class InProcessDraftSource(DraftSource):
             logger.info("MineDraft: a deferred draft call would copy %.1f MiB (capture_max_mib=%s); "
                         "steps like it draft inline.", nbytes / 2**20, self.capture_max_mib)
         self.inline_drafts += 1
-        return DraftJob.completed(call.req_ids, self.draft_now(call))
+        return DraftJob.completed(call.req_ids, self._propose_now(call))

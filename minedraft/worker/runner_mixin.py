@@ -40,6 +40,7 @@ from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
 from minedraft.process_drafter.proposer import RemoteDraftProposer
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
+from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
@@ -80,7 +81,20 @@ class MineDraftRunnerMixin:
         logger.info("MineDraft draft lane: %s", type(lane).__name__)
         return InProcessDraftSource(
             drafter.propose if drafter is not None else None, lane, capture_max_mib=self.settings.capture_max_mib,
-            before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler)
+            before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler,
+            catch_up=self._make_draft_catch_up())
+
+    def _make_draft_catch_up(self) -> DraftCatchUp | None:
+        """At depth 0 the draft model skips its forward (``idle_drafter=skip``; the draft-model
+        method only: EAGLE's catch-up would need the target's hidden states of the skipped tokens)."""
+        if self.settings.idle_drafter != "skip" or self.speculative_config.method != "draft_model":
+            return None
+        # Read at call time: vLLM rebuilds its input batch and sets the block size with the KV cache.
+        return DraftCatchUp(
+            token_ids=lambda row: self.input_batch.token_ids_cpu[row],
+            computed=lambda row: int(self.input_batch.num_computed_tokens_cpu[row]),
+            block_size=lambda: self.drafter.block_size,
+            max_tokens=self.vllm_config.scheduler_config.max_num_batched_tokens, device=self.device)
 
     # -------------------------------------------------------------- platform hooks (in-process source)
     def _make_draft_lane(self) -> Lane:

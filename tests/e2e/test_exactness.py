@@ -21,7 +21,9 @@ PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # EAGLE-3 on the kit's target copies 3 x 256 float32 = 3 KiB of hidden states per scheduled token: a
 # step with a 128-token prefill chunk needs more than 0.25 MiB, a step of decodes alone mostly less.
 EAGLE3_CAPPED = {"capture_max_mib": 0.25}
-DEPTH_TABLE = [[1, 4, 3], [5, 64, 1]]
+# vLLM's per-batch-size depth: 3 up to 2 scheduled requests, 0 from 3 to 12 (the draft model skips its
+# forward and catches up when it next drafts: worker/draft_catch_up.py), 1 above.
+DEPTH_TABLE = [[1, 2, 3], [3, 12, 0], [13, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 
 
@@ -65,7 +67,6 @@ def minedraft_depth_auto(kit):
 
 @pytest.fixture(scope="module")
 def minedraft_depth_table(kit):
-    """vLLM's own per-batch-size depth: k = 3 up to 4 scheduled requests, 1 above."""
     return run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
                     speculation_extra={"num_speculative_tokens_per_batch_size": DEPTH_TABLE})
 

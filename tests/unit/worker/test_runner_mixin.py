@@ -37,7 +37,8 @@ class FakeVllmRunner:
     """What the mixin uses of vLLM's runner. ``histories``: the batch of the next ``execute_model``."""
 
     def __init__(self, drafter, method: str = "draft_model") -> None:
-        settings = MineDraftSettings.parse({CONFIG_KEY: {}}, environ={})
+        # Its propose takes no vLLM proposer arguments: no depth, so no catch-up (draft_catch_up.py).
+        settings = MineDraftSettings.parse({CONFIG_KEY: {"idle_drafter": "run"}}, environ={})
         self.vllm_config = SimpleNamespace(additional_config={CONFIG_KEY: settings.to_config()})
         self.speculative_config = SimpleNamespace(method=method, num_speculative_tokens=2)
         self.device = torch.device("cpu")

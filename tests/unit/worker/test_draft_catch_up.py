@@ -1,0 +1,164 @@
+"""The draft model's catch-up: skipping depth-0 forwards and feeding the skipped tokens later leaves
+the draft's KV cache as running every forward does.
+
+The fake proposer does what vLLM's draft-model first pass does with a call's inputs: each
+request's query tokens at their positions, and the next token on one extra slot after them,
+written to the slots the request's block table gives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from vllm.v1.attention.backend import CommonAttentionMetadata
+
+from minedraft.worker.draft_catch_up import DraftCatchUp
+from minedraft.worker.draft_source import ProposeCall
+
+BLOCK = 4
+BLOCKS_PER_REQ = 16
+
+
+class FakeDraftModel:
+    def __init__(self, max_tokens: int | None = None) -> None:
+        self.kv: dict[int, int] = {}  # slot -> token
+        self.max_tokens = max_tokens
+        self.calls: list[int] = []  # depth of each forward
+
+    def propose(self, **kw):
+        cad: CommonAttentionMetadata = kw["common_attn_metadata"]
+        starts = cad.query_start_loc_cpu.tolist()
+        if self.max_tokens is not None:
+            assert starts[-1] + cad.num_reqs <= self.max_tokens
+        for i in range(cad.num_reqs):
+            positions = kw["target_positions"][starts[i]:starts[i + 1]].tolist()
+            tokens = kw["target_token_ids"][starts[i]:starts[i + 1]].tolist()
+            assert positions[-1] + 1 == int(cad.seq_lens[i])
+            for pos, tok in [*zip(positions, tokens), (positions[-1] + 1, int(kw["next_token_ids"][i]))]:
+                self.kv[int(cad.block_table_tensor[i, pos // BLOCK]) * BLOCK + pos % BLOCK] = tok
+        self.calls.append(kw["num_speculative_tokens"])
+        return torch.zeros(cad.num_reqs, kw["num_speculative_tokens"], dtype=torch.int64)
+
+
+class Batch:
+    """Requests' histories (prompt + sampled tokens), block tables and computed tokens."""
+
+    def __init__(self, prompts: dict[str, int], seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.tokens = {r: list(rng.integers(1, 1000, n)) for r, n in prompts.items()}
+        self.computed = dict.fromkeys(prompts, 0)
+        self.blocks = {r: list(rng.permutation(1000)[:BLOCKS_PER_REQ]) for r in prompts}
+        self.rng = rng
+
+    def step(self, req_ids: list[str], depth: int, chunk: int) -> ProposeCall:
+        """One step: each request's next ``chunk`` prompt tokens, or its last sampled token; a token
+        sampled for each (the prompt's next, or a new one)."""
+        query, positions, next_tokens, starts, seq_lens = [], [], [], [0], []
+        for r in req_ids:
+            start = self.computed[r]
+            end = min(start + chunk, len(self.tokens[r]))
+            if end == len(self.tokens[r]):
+                self.tokens[r].append(int(self.rng.integers(1, 1000)))
+            query += self.tokens[r][start:end]
+            positions += range(start, end)
+            next_tokens.append(self.tokens[r][end])
+            starts.append(len(query))
+            seq_lens.append(end)
+        qsl = torch.tensor(starts, dtype=torch.int32)
+        cad = CommonAttentionMetadata(
+            query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
+            num_reqs=len(req_ids), num_actual_tokens=len(query), max_query_len=max(np.diff(starts)),
+            max_seq_len=max(seq_lens), block_table_tensor=torch.tensor([self.blocks[r] for r in req_ids]),
+            slot_mapping=torch.zeros(len(query), dtype=torch.int64))
+        kwargs = dict(num_speculative_tokens=depth, target_token_ids=torch.tensor(query, dtype=torch.int32),
+                      target_positions=torch.tensor(positions), target_hidden_states=None,
+                      next_token_ids=torch.tensor(next_tokens, dtype=torch.int32), token_indices_to_sample=None,
+                      common_attn_metadata=cad, sampling_metadata=None, mm_embed_inputs=None,
+                      num_rejected_tokens_gpu=None, slot_mappings=None)
+        return ProposeCall(list(req_ids), (), kwargs)
+
+    def advance(self, call: ProposeCall) -> None:
+        for r, n in zip(call.req_ids, call.kwargs["common_attn_metadata"].seq_lens.tolist()):
+            self.computed[r] = n
+
+    def catch_up(self, model: FakeDraftModel, max_tokens: int = 1 << 20) -> DraftCatchUp:
+        self._rows: list[str] = []
+        return DraftCatchUp(token_ids=lambda row: np.array(self.tokens[self._rows[row]]),
+                            computed=lambda row: self.computed[self._rows[row]],
+                            block_size=lambda: BLOCK, max_tokens=max_tokens, device=torch.device("cpu"))
+
+
+def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20, chunk: int = 5):
+    """The steps of ``depths`` (each request scheduled unless ``schedule(step)`` says which)."""
+    batch = Batch({"a": 13, "b": 3, "c": 30})
+    model = FakeDraftModel(max_tokens if skip else None)
+    catch_up = batch.catch_up(model, max_tokens)
+    for step, depth in enumerate(depths):
+        req_ids = schedule(step) if schedule else ["a", "b", "c"]
+        batch._rows = req_ids
+        call = batch.step(req_ids, depth, chunk)
+        if skip and depth == 0:
+            assert catch_up.skip(call).shape == (len(req_ids), 0)
+        else:
+            for fed in (catch_up.calls_before(call) if skip else ()):
+                model.propose(**fed.kwargs)
+            model.propose(**call.kwargs)
+        batch.advance(call)
+    return model, catch_up
+
+
+DEPTHS = [3, 0, 0, 0, 2, 0, 0, 3, 0, 1, 3, 3]
+
+
+def test_catching_up_leaves_the_draft_kv_as_running_every_forward():
+    every, _ = run(DEPTHS, skip=False)
+    skipped, catch_up = run(DEPTHS, skip=True)
+    assert skipped.kv == every.kv
+    assert catch_up.skipped_calls == DEPTHS.count(0)
+    assert catch_up.caught_up_tokens > 0
+    assert skipped.calls.count(3) == every.calls.count(3)  # the real calls all ran, unchanged
+    assert not catch_up.behind
+
+
+def test_the_last_steps_skipped_leave_the_requests_behind_until_they_draft():
+    every, _ = run([3, 3, 0, 0], skip=False)
+    skipped, catch_up = run([3, 3, 0, 0], skip=True)
+    assert skipped.kv != every.kv
+    assert set(catch_up.behind) == {"a", "b", "c"}
+
+
+def test_long_spans_are_cut_into_passes_within_the_token_budget():
+    every, _ = run([0] * 6 + [3, 3], skip=False)
+    skipped, catch_up = run([0] * 6 + [3, 3], skip=True, max_tokens=7)
+    assert skipped.kv == every.kv
+    assert len(skipped.calls) > 3  # several catch-up passes, then the real ones
+
+
+def test_a_request_catches_up_when_it_is_next_drafted_not_before():
+    """A request not in a step's batch (another group, or not scheduled) keeps its place."""
+    def schedule(step):
+        return ["a", "b", "c"] if step < 3 or step > 5 else ["a"]
+
+    depths = [0, 0, 0, 3, 3, 3, 3, 3]
+    every, _ = run(depths, skip=False, schedule=schedule)
+    skipped, _ = run(depths, skip=True, schedule=schedule)
+    assert skipped.kv == every.kv
+
+
+def test_released_requests_are_forgotten():
+    batch = Batch({"a": 4})
+    catch_up = batch.catch_up(FakeDraftModel())
+    batch._rows = ["a"]
+    catch_up.skip(batch.step(["a"], 0, 8))
+    catch_up.release({"a"})
+    assert not catch_up.behind
+    batch.computed["a"] = 0  # preempted: computed again from the start
+    assert list(catch_up.calls_before(batch.step(["a"], 3, 8))) == []
+
+
+@pytest.mark.parametrize("depth", [0, 3])
+def test_depth_is_the_calls_own(depth):
+    batch = Batch({"a": 4})
+    batch._rows = ["a"]
+    assert DraftCatchUp.depth(batch.step(["a"], depth, 8)) == depth
