@@ -60,7 +60,7 @@ class DraftEngine:
         lost = set(resync)
         ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
-        drafted = self.sessions.draft({r: self.histories.tokens[r] for r in ids})
+        drafted = self.sessions.draft({r: self.histories.tokens[r] for r in ids}, job.get("k", self.k))
         reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
                  "draft_s": round(time.perf_counter() - started, 6)}
         if self.self_check:

@@ -41,12 +41,13 @@ class RemoteDraftJob:
     drafted: list[str]
     updates: list[Update]
     released: list[str]
+    depth: int  # draft tokens per drafted row
 
     def message(self) -> dict[str, Any] | None:
         """What the draft engine is sent; None when there is nothing to send."""
         if not (self.drafted or self.released):
             return None
-        return {"release": self.released, "updates": self.updates, "draft": self.drafted}
+        return {"release": self.released, "updates": self.updates, "draft": self.drafted, "k": self.depth}
 
     def result(self, reply: dict[str, Any] | None) -> MineDraftDraftTokenIds:
         """Drafts per row from the engine's reply; without one (late or gone) the drafted rows get none
@@ -115,19 +116,21 @@ class RemoteDraftProposer:
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
 
-    def prepare(self, req_ids: list[str], sampled_token_ids: list[list[int]], num_tokens_no_spec,
+    def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
                 token_ids_cpu, **_: Any) -> RemoteDraftJob:
-        """A job for the batch's rows, from vLLM's ``custom_class`` ``propose`` arguments."""
+        """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
+        ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
+        releases: the draft engine's sessions take the tokens they missed with the next job that drafts."""
         drafted, updates = [], []
         for row, req_id in enumerate(req_ids):
             length = int(num_tokens_no_spec[row])
             # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
             # or where k more tokens would pass the model length.
-            if not sampled_token_ids[row] or length + self.k > self.max_model_len:
+            if depth == 0 or not sampled_token_ids[row] or length + self.k > self.max_model_len:
                 continue
             updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
             drafted.append(req_id)
-        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released())
+        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
 
     def send(self, job: RemoteDraftJob) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""

@@ -48,14 +48,16 @@ class DraftSessions:
         self.computed: dict[str, list[int]] = {}
         self.aborted_by_bound = 0
 
-    def draft(self, histories: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
-        """k draft tokens after each history; requests that missed the step bound get none."""
+    def draft(self, histories: Mapping[str, Sequence[int]], depth: int | None = None) -> dict[str, list[int]]:
+        """``depth`` (default k) draft tokens after each history; requests that missed the step bound
+        get none."""
+        depth = self.k if depth is None else depth
         req_ids = list(histories)[: self.max_sessions]  # more than the engine holds: the rest get none
-        if not req_ids:
+        if not req_ids or depth == 0:
             return {}
         self._make_room(req_ids)
-        fed = sum(self._submit(req_id, histories[req_id]) for req_id in req_ids)
-        drafts = self._drive(req_ids, max_steps=self.k + SLACK_STEPS + -(-fed // self.step_tokens))
+        fed = sum(self._submit(req_id, histories[req_id], depth) for req_id in req_ids)
+        drafts = self._drive(req_ids, max_steps=depth + SLACK_STEPS + -(-fed // self.step_tokens))
         for req_id, draft in drafts.items():
             self.computed.pop(req_id, None)  # re-inserted: the dict's order is the order of last use
             if draft:  # the session computed every sampled token but the last
@@ -71,16 +73,18 @@ class DraftSessions:
             self.core.abort_requests([_session_id(r) for r in ended])
 
     # ------------------------------------------------------------------ internals
-    def _submit(self, req_id: str, history: Sequence[int]) -> int:
+    def _submit(self, req_id: str, history: Sequence[int], depth: int) -> int:
         """Send the session the part of ``history`` it does not hold; how many tokens that is."""
         from vllm.inputs.engine import tokens_input
 
         held = self.computed.get(req_id)
         keep = None if held is None else min(_common_prefix(held, history), len(history) - 1)
         params = self.params
-        if keep is not None:
+        if keep is not None or depth != self.k:
             params = self.params.clone()
-            params.extra_args = {KEEP_KEY: keep}
+            params.max_tokens = depth
+            if keep is not None:
+                params.extra_args = {KEEP_KEY: keep}
         tokens = [int(t) for t in history[keep or 0:]]
         request = self.engine.input_processor.process_inputs(
             request_id=_session_id(req_id), prompt=tokens_input(tokens), params=params,

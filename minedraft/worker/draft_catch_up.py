@@ -55,10 +55,6 @@ class DraftCatchUp:
         self.skipped_calls = 0
         self.caught_up_tokens = 0
 
-    @staticmethod
-    def depth(call: ProposeCall) -> int:
-        return call.kwargs["num_speculative_tokens"]
-
     def skip(self, call: ProposeCall) -> torch.Tensor:
         """A depth-0 call, not run: what vLLM's proposer returns for it (no drafts)."""
         for row, req_id in enumerate(call.req_ids):
@@ -134,4 +130,4 @@ class DraftCatchUp:
             "slot_mappings": None,
             "mm_embed_inputs": None,
         }
-        return ProposeCall([call.req_ids[s.row] for s in spans], (), kwargs)
+        return ProposeCall([call.req_ids[s.row] for s in spans], (), kwargs, depth=0)

@@ -37,6 +37,9 @@ class ProposeCall:
     req_ids: list[str]  # [num_reqs], the batch's rows
     args: tuple
     kwargs: dict[str, Any]
+    # The step's speculation depth (vLLM's num_spec_tokens_to_schedule), which vLLM passes to its
+    # model and ngram drafters but not to a custom_class one such as the process drafter.
+    depth: int
 
 
 class Job(Protocol):

@@ -73,7 +73,7 @@ class InProcessDraftSource(DraftSource):
         return self.propose(*call.args, **call.kwargs)
 
     def _skips(self, call: ProposeCall) -> bool:
-        return self.catch_up is not None and self.catch_up.depth(call) == 0
+        return self.catch_up is not None and call.depth == 0
 
     def _feed_skipped(self, call: ProposeCall) -> None:
         if self.catch_up is not None:

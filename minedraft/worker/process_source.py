@@ -25,7 +25,7 @@ class ProcessDraftSource(DraftSource):
         self._sent: tuple[RemoteDraftJob, int | None] | None = None  # the running job and its id
 
     def prepare(self, call: ProposeCall) -> RemoteDraftJob:
-        return self.proposer.prepare(call.req_ids, *call.args, **call.kwargs)
+        return self.proposer.prepare(call.req_ids, call.depth, *call.args, **call.kwargs)
 
     def draft_now(self, call: ProposeCall) -> list[list[int]]:
         # Prepared before the running job is joined, the order the runner has always had: a resync

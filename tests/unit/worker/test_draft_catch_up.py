@@ -76,7 +76,7 @@ class Batch:
                       next_token_ids=torch.tensor(next_tokens, dtype=torch.int32), token_indices_to_sample=None,
                       common_attn_metadata=cad, sampling_metadata=None, mm_embed_inputs=None,
                       num_rejected_tokens_gpu=None, slot_mappings=None)
-        return ProposeCall(list(req_ids), (), kwargs)
+        return ProposeCall(list(req_ids), (), kwargs, depth)
 
     def advance(self, call: ProposeCall) -> None:
         for r, n in zip(call.req_ids, call.kwargs["common_attn_metadata"].seq_lens.tolist()):
@@ -155,10 +155,3 @@ def test_released_requests_are_forgotten():
     assert not catch_up.behind
     batch.computed["a"] = 0  # preempted: computed again from the start
     assert list(catch_up.calls_before(batch.step(["a"], 3, 8))) == []
-
-
-@pytest.mark.parametrize("depth", [0, 3])
-def test_depth_is_the_calls_own(depth):
-    batch = Batch({"a": 4})
-    batch._rows = ["a"]
-    assert DraftCatchUp.depth(batch.step(["a"], depth, 8)) == depth

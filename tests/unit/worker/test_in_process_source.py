@@ -50,7 +50,7 @@ def _source(log, lane=None, capture_max_mib=64.0, profiler=None) -> InProcessDra
 
 
 def _call(req_ids, tokens, **kwargs) -> ProposeCall:
-    return ProposeCall(list(req_ids), (tokens,), kwargs)
+    return ProposeCall(list(req_ids), (tokens,), kwargs, depth=2)
 
 
 def test_a_deferred_call_is_captured_then_replayed_when_run():

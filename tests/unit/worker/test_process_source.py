@@ -10,10 +10,10 @@ from minedraft.worker.draft_source import DraftLaneError, ProposeCall
 from minedraft.worker.process_source import ProcessDraftSource
 
 
-def _call(histories: dict[str, list[int]], sampled: list[list[int]]) -> ProposeCall:
+def _call(histories: dict[str, list[int]], sampled: list[list[int]], depth: int = 3) -> ProposeCall:
     """vLLM's ``custom_class`` propose call for the batch ``histories``."""
     req_ids, lengths, token_ids = batch(histories)
-    return ProposeCall(req_ids, (sampled, lengths, token_ids), {"slot_mappings": None})
+    return ProposeCall(req_ids, (sampled, lengths, token_ids), {"slot_mappings": None}, depth)
 
 
 def test_a_deferred_job_is_sent_when_run_and_its_drafts_collected():

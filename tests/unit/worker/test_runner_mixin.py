@@ -74,6 +74,7 @@ def _step(runner: Runner, histories: dict[str, list[int]], draft_only: list[str]
     plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), draft_only, defer)
     plan.num_scheduled_tokens = {r: 1 for r in histories}
     plan.total_num_scheduled_tokens = len(histories)
+    plan.num_spec_tokens_to_schedule = 2
     plan.finished_req_ids = set(finished)
     runner.execute_model(plan)
     assert runner.sample_tokens() == "output"
