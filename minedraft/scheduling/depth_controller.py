@@ -11,12 +11,18 @@ second of whole steps, so acceptance, drafting and verification all count):
   else at the prior, else at K (what stock speculative decoding runs).
 * Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
-  each and moves to the best if it beats the verdict by ``margin``; after a
-  move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps.
-  A probe that loses by ``early_stop_loss`` after ``min_probe_steps`` stops.
+  each (every window also lasts ``min_window_s``: a few short steps are mostly
+  the machine's noise) and moves to the best if it beats the verdict by ``margin``; after a
+  move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps,
+  doubled after each round that kept the verdict (up to ``2**max_backoff``
+  times): leaving depth 0 costs the draft model a catch-up over every token it
+  skipped (worker/draft_catch_up.py), which the probe's own measurement does not
+  show (those steps settle). A probe that loses by ``early_stop_loss`` after
+  ``min_probe_steps`` stops.
 * Drift. If the verdict's own goodput drifts by more than ``drift`` from what
   it was when the verdict was made (the text changed, and with it the
-  acceptance), a round starts at once.
+  acceptance), a round starts at once; not at depth 0, where nothing is drafted
+  and the rate moves only with the step's cost.
 * Settling. A step verifies drafts made one or two steps earlier (two in a
   MineDraft parallel step), so after a change of depth ``settle_steps`` steps
   are not counted for either depth.
@@ -41,6 +47,7 @@ class _LoadState:
     probing: int | None = None
     verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
     last_round: int | None = None  # decode step when the last round ended
+    kept_rounds: int = 0  # rounds in a row that kept the verdict
 
     def rate(self, depth: int) -> Rate:
         return self.rates.setdefault(depth, Rate())
@@ -59,7 +66,9 @@ class DepthController:
     min_probe_steps: int = 3
     settle_steps: int = 2
     early_stop_loss: float = 0.10
+    min_window_s: float = 0.2
     exploit_steps: int = 300
+    max_backoff: int = 4
     margin: float = 0.03
     drift: float = 0.20
     on_change: Callable[[str], None] | None = None
@@ -120,12 +129,13 @@ class DepthController:
         """The verdict is measured in windows of ``baseline_steps``; the last full window is
         the baseline a round compares against, and what drift is judged on."""
         window = state.rate(state.depth)
-        if window.steps < self.baseline_steps:
+        if window.steps < self.baseline_steps or window.seconds < self.min_window_s:
             return
         if state.verdict_rate == 0.0:
             state.verdict_rate = window.per_second
-        drifted = abs(window.per_second - state.verdict_rate) > self.drift * state.verdict_rate
-        due = state.last_round is None or self.decode_steps - state.last_round >= self.exploit_steps
+        drifted = state.depth > 0 and abs(window.per_second - state.verdict_rate) > self.drift * state.verdict_rate
+        wait = self.exploit_steps * 2 ** min(state.kept_rounds, self.max_backoff)
+        due = state.last_round is None or self.decode_steps - state.last_round >= wait
         if drifted or due:
             self._start_round(state)
         else:
@@ -143,9 +153,10 @@ class DepthController:
 
     def _after_probe_step(self, load: int, state: _LoadState) -> None:
         probe, baseline = state.rate(state.probing), state.rate(state.depth).per_second
-        if probe.steps >= self.min_probe_steps and probe.per_second < baseline * (1 - self.early_stop_loss):
+        if (probe.steps >= self.min_probe_steps and probe.seconds >= self.min_window_s / 2
+                and probe.per_second < baseline * (1 - self.early_stop_loss)):
             self._next_probe(state)
-        elif probe.steps >= self.probe_steps:
+        elif probe.steps >= self.probe_steps and probe.seconds >= self.min_window_s:
             self._next_probe(state)
         if state.probing is None:
             self._end_round(load, state)
@@ -160,8 +171,10 @@ class DepthController:
             state.depth, state.verdict_rate = best, measured[best]
             state.rates = {best: state.rates[best]}
             state.last_round = None  # climb on: the next round starts once the new depth has its baseline
+            state.kept_rounds = 0
             self._report(load, old, best, measured)
         else:
+            state.kept_rounds += 1
             state.verdict_rate = baseline
             state.rates = {old: Rate()}  # the next window starts with fresh steps
 

@@ -97,13 +97,13 @@ class MineDraftScheduler(Scheduler):
         self._last_mix = (0, 0)
 
     def _make_depth_controller(self) -> DepthController | None:
-        if self.settings.speculation_depth != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
+        has_table = self.dynamic_sd_lookup is not None
+        if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
+            if has_table and self.settings.mode == "auto":
+                logger.info("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth "
+                            "(the depth controller is off).")
             return None
-        if self.settings.drafter == "process":
-            logger.info("MineDraft: speculation_depth=auto does not apply to the process drafter yet (its jobs "
-                        "draft num_speculative_tokens); the depth stays fixed.")
-            return None
-        if self.dynamic_sd_lookup is not None:  # refused by the front end; a directly built config may have it
+        if has_table:  # refused by the front end; a directly built config may have it
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
         self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
@@ -205,11 +205,12 @@ class MineDraftScheduler(Scheduler):
             if not r.is_prefill_chunk and r.request_id not in scheduled
         }
         parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
-        # Steps that verify or draft nothing tell the mode policy nothing.
-        has_decodes = bool(draft_only or output.scheduled_spec_decode_tokens)
-        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started)
         spec = output.scheduled_spec_decode_tokens
         decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
+        # Steps that verify or draft nothing tell the mode policy nothing; at depth 0 a decode
+        # step verifies nothing by design, and is what the depth controller measures there.
+        has_decodes = bool(draft_only or spec) or (load.k == 0 and decode_tokens > 0)
+        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started)
         self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.

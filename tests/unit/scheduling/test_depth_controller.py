@@ -104,3 +104,35 @@ def test_steps_right_after_a_change_of_depth_are_not_counted():
 def test_max_depth_zero_only_ever_answers_zero():
     controller = DepthController(max_depth=0)
     assert set(run(controller, FakeEngine({0: 100.0}), 200)) == {0}
+
+
+def test_rounds_that_keep_the_verdict_come_less_and_less_often():
+    """Leaving depth 0 costs the draft a catch-up: a verdict that keeps winning is probed ever more rarely."""
+    controller = DepthController(max_depth=3, exploit_steps=100, max_backoff=3)
+    depths = run(controller, FakeEngine(peaked_at(0, k=3), noise=0.02), 4000)
+    assert controller.verdict(8) == 0
+    leaving = [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] > 0]
+    gaps = [b - a for a, b in zip(leaving, leaving[1:])]
+    assert gaps[0] < gaps[1] < gaps[2] and min(gaps[2:]) >= 8 * 100  # about 100, 200, 400, then 800 apart
+    assert controller.loads[8].kept_rounds >= 4
+
+
+def test_depth_0_does_not_drift_with_the_step_cost():
+    """At depth 0 nothing is drafted: a slower step (longer contexts) is no reason to probe."""
+    controller = DepthController(max_depth=3, exploit_steps=100_000)
+    run(controller, FakeEngine(peaked_at(0, k=3)), 300)
+    assert controller.verdict(8) == 0
+    rounds = controller.probe_steps_run
+    run(controller, FakeEngine({d: g * 0.6 for d, g in peaked_at(0, k=3).items()}), 300)
+    assert controller.probe_steps_run == rounds
+
+
+def test_windows_last_long_enough_to_see_past_the_noise():
+    """Steps of 1 ms at +-30 % noise: an 8-step window would pick a depth by chance."""
+    goodput = {0: 700.0, 1: 900.0, 2: 1000.0, 3: 960.0}
+    verdicts = []
+    for seed in range(5):
+        controller = DepthController(max_depth=3, min_window_s=0.05)
+        run(controller, FakeEngine({d: 8 * 4 * g for d, g in goodput.items()}, noise=0.3, seed=seed), 6000)
+        verdicts.append(controller.verdict(8))
+    assert verdicts == [2] * 5, verdicts  # without the window: [3, 3, 2, 2, 2]

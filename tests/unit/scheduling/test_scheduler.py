@@ -220,19 +220,25 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
     assert sched.minedraft_totals.steps_by_depth == {"3": 1, "1": 4}  # the prefill step drafted at K
 
 
-def test_depth_zero_runs_no_parallel_step(model_dir, monkeypatch):
+def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, monkeypatch):
+    """A decode step at depth 0 verifies no drafts, by design: the controller still times it."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
     monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 0)
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
     for _ in range(3):
         out = sched.schedule()
         assert not out.defer_drafts and out.num_spec_tokens_to_schedule == 0
         worker.step(sched, out)
+    sched.schedule()
+    assert [(load, depth) for load, depth, _, _ in observed] == [(4, 0)] * 3
 
 
-def test_the_process_drafter_keeps_a_fixed_depth(model_dir, monkeypatch):
+def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
+    """Its jobs carry the step's depth (worker/draft_source.py ProposeCall.depth)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     monkeypatch.setenv("MINEDRAFT_DRAFTER", "process")
     monkeypatch.setenv("MINEDRAFT_DRAFTER_DEVICE", "cpu:1")
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
+    assert sched.depth_controller is not None and sched.dynamic_sd_lookup is not None
