@@ -116,12 +116,19 @@ COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens
             "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts")
 
 
+DEPTH_STEPS = "minedraft:steps_by_depth"
+
+
 def counters(llm) -> dict[str, float]:
-    """Current value of each counter in COUNTERS (summed over engine labels)."""
+    """Current value of each counter in COUNTERS (summed over engine labels), and MineDraft's steps
+    per speculation depth (``minedraft:steps_by_depth[d]``)."""
     values = dict.fromkeys(COUNTERS, 0.0)
     for metric in llm.get_metrics():
         if metric.name in values:
             values[metric.name] += metric.value
+        if metric.name == DEPTH_STEPS:
+            key = f"{DEPTH_STEPS}[{metric.labels['depth']}]"
+            values[key] = values.get(key, 0.0) + metric.value
     return values
 
 
@@ -139,7 +146,7 @@ def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
     return {"elapsed_s": elapsed, "generated_tokens": tokens, "tok_s": tokens / elapsed,
             "ttft_ms_p50": 1e3 * statistics.median(ttft),
             "tpot_ms_p50": 1e3 * statistics.median(tpot) if tpot else None,
-            "counters": {name: after[name] - before[name] for name in COUNTERS}}
+            "counters": {name: after[name] - before.get(name, 0.0) for name in after}}
 
 
 # ---------------------------------------------------------------- parent side
@@ -391,11 +398,12 @@ def say(line: str) -> None:
 def sweep_blocks(setup: Setup, args) -> list[tuple[str, int | None, list[str]]]:
     """(draft, k, modes) of every block, in run order."""
     blocks = []
+    modes = [m for m in MODES if m in (args.modes or MODES)]
     for draft in args.drafts:
         if setup.interleave:
-            blocks += [(draft, k, list(MODES)) for k in args.ks]
+            blocks += [(draft, k, modes) for k in args.ks]
         else:  # no_sd does not depend on k: once per target
-            blocks += [(draft, None, ["no_sd"])] + [(draft, k, [m for m in MODES if m != "no_sd"]) for k in args.ks]
+            blocks += [(draft, None, ["no_sd"])] + [(draft, k, [m for m in modes if m != "no_sd"]) for k in args.ks]
     return blocks
 
 
@@ -519,9 +527,28 @@ def comparison_rows(comparison, groups, device, target, draft, k, at) -> list[di
             continue
         mine = groups.get((mode, out, target, draft, k, total))
         if mine:
-            rows.append(make_row(comparison, mode, target, draft, k, at, total, mine, device,
-                                 base=base, stock=stock))
+            row = make_row(comparison, mode, target, draft, k, at, total, mine, device, base=base, stock=stock)
+            if comparison == "equal_concurrency":
+                row.update(best_static(row, groups, target, draft, k, at))
+            rows.append(row)
     return rows
+
+
+def best_static(row: dict, groups, target, draft, k, at) -> dict:
+    """``vllm_best_static``: the fastest of the target alone and stock SD at every k' <= k the sweep
+    measured for this draft at this load (what a user who hand-tuned vLLM's depth table for exactly
+    this load would get), and the row's ratio to it."""
+    out, n = at
+    static = {"no_sd": groups.get(("no_sd", out, target, None, None, n))}
+    for (mode, o, t, d, k2, m), samples in groups.items():
+        if (mode, o, t, d, m) == ("stock_sd", out, target, draft, n) and k2 <= k:
+            static[f"stock_sd_k{k2}"] = samples
+    rates = {name: statistics.median(s["tok_s"] for s in samples) for name, samples in static.items() if samples}
+    if not rates:
+        return {}
+    best = max(rates, key=rates.get)
+    return {"vllm_best_static": best, "vllm_best_static_tok_s": round(rates[best], 1),
+            "vs_best_static": round(row["output_tokens_per_s"] / rates[best], 3)}
 
 
 def make_row(comparison, mode, target, draft, k, at, total, samples, device, base=None, stock=None) -> dict:
@@ -538,6 +565,7 @@ def make_row(comparison, mode, target, draft, k, at, total, samples, device, bas
     if mode in MINEDRAFT_MODE_OF:
         row["minedraft_mode"] = MINEDRAFT_MODE_OF[mode]
         row["probe_steps"] = int(sum(s["counters"].get("minedraft:probe_steps", 0) for s in samples))
+        row["steps_by_depth"] = steps_by_depth(samples)
         row.update(paired_ratio(samples, stock))
     if base and mode != "no_sd":
         row["vs_no_sd"] = round(row["output_tokens_per_s"] / statistics.median(s["tok_s"] for s in base), 3)
@@ -548,6 +576,17 @@ def acceptance_length(samples: list[dict]) -> float | None:
     drafts = sum(s["counters"]["vllm:spec_decode_num_drafts"] for s in samples)
     accepted = sum(s["counters"]["vllm:spec_decode_num_accepted_tokens"] for s in samples)
     return round(1 + accepted / drafts, 3) if drafts else None
+
+
+def steps_by_depth(samples: list[dict]) -> dict[str, int]:
+    """The steps each speculation depth ran, over the row's runs (the depth controller's choices)."""
+    steps: dict[str, int] = {}
+    for sample in samples:
+        for name, value in sample["counters"].items():
+            if name.startswith(DEPTH_STEPS + "[") and value:
+                depth = name[len(DEPTH_STEPS) + 1:-1]
+                steps[depth] = steps.get(depth, 0) + int(value)
+    return dict(sorted(steps.items()))
 
 
 def parallel_fraction(samples: list[dict]) -> float | None:
@@ -746,6 +785,7 @@ def parse_args(argv=None):
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--ks", type=int, nargs="+")
+    parser.add_argument("--modes", nargs="+", choices=MODES, help="rows to run (default: all four)")
     parser.add_argument("--concurrency", type=int, nargs="+", help="stock SD batch sizes N (MineDraft also runs 2N)")
     parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small eagle3)")
     parser.add_argument("--repeats", type=int, help="repeats of short runs")

@@ -2,12 +2,14 @@
 
 Target alone, stock vLLM speculative decoding, MineDraft pinned to parallel
 mode (every balanced step overlaps drafting with verification) and MineDraft
-in its default ``auto`` mode (plain SD unless parallel steps are measured to
-win; here its prior rules them out) run the same 48 mixed requests through
+in its default ``auto`` mode (each step's speculation depth chosen from measured
+goodput, 0 turning speculation off; plain SD unless parallel steps are measured
+to win, which here its prior rules out) run the same 48 mixed requests through
 real vLLM engines on this machine, twice per engine: cold (the engine's first
 requests) and warm (the same requests again). The table shows throughput,
-mean acceptance length, what MineDraft did (parallel vs fallback steps) and
-whether the tokens equal the target's; a PNG plot is saved.
+mean acceptance length, what MineDraft did (parallel vs fallback steps, steps
+per speculation depth) and whether the tokens equal the target's; a PNG plot
+is saved.
 """
 
 from __future__ import annotations
@@ -36,11 +38,18 @@ def acceptance_length(metrics: dict) -> float | None:
     return 1 + metrics.get("vllm:spec_decode_num_accepted_tokens", 0) / drafts
 
 
+def steps_by_depth(metrics: dict) -> str:
+    """``k'=0: 812, k'=3: 40``: the steps MineDraft ran at each speculation depth (``-``: none counted)."""
+    prefix = "minedraft:steps_by_depth["
+    depths = sorted((int(name[len(prefix):-1]), int(n)) for name, n in metrics.items() if name.startswith(prefix) and n)
+    return ", ".join(f"k'={d}: {n}" for d, n in depths) or "-"
+
+
 def table(results: dict[str, dict]) -> str:
     cold, warm = results["stock_sd"]["output_tokens_per_s"], results["stock_sd"]["warm"][0]["output_tokens_per_s"]
     rows = ["| mode | cold tok/s | vs stock SD | warm tok/s | vs stock SD | mean acceptance length "
-            "| parallel / fallback steps | same tokens as target |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| parallel / fallback steps | steps by depth | same tokens as target |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for mode, r in results.items():
         m = r["metrics"]
         tau = acceptance_length(m)
@@ -49,7 +58,8 @@ def table(results: dict[str, dict]) -> str:
         w = r["warm"][0]["output_tokens_per_s"]
         same = r["tokens"] == results["target"]["tokens"] and r["warm_tokens_equal"]
         rows.append(f"| {mode} | {r['output_tokens_per_s']:.0f} | {r['output_tokens_per_s'] / cold:.2f}x | "
-                    f"{w:.0f} | {w / warm:.2f}x | {'-' if tau is None else f'{tau:.2f}'} | {steps} | {same} |")
+                    f"{w:.0f} | {w / warm:.2f}x | {'-' if tau is None else f'{tau:.2f}'} | {steps} | "
+                    f"{steps_by_depth(m)} | {same} |")
     return "\n".join(rows)
 
 
@@ -101,10 +111,11 @@ def main() -> None:
     print(table(results))
     print(f"MineDraft draft lane: {MineDraftSettings.parse().lane}. Plot: {out / 'demo.png'}")
     m = results["minedraft_auto"]["metrics"]
-    print(f"auto ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
+    print(f"auto chose its speculation depth per load ({steps_by_depth(m)}; k'=0: speculation off, the draft\n"
+          f"model idle) and ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
           f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed). Both lanes share this machine's\n"
           "cores, so parallel steps cannot win at equal concurrency (README, performance model):\n"
-          "auto's prior rules them out and it runs plain speculative decoding.")
+          "auto's prior rules them out.")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ VARIABLES = (
     Variable("MINEDRAFT_CAPTURE_MAX_MIB", "capture_max_mib", "front end",
              "largest deferred draft call copied for the lane (default 64); larger ones draft inline"),
     Variable("MINEDRAFT_SPECULATION_DEPTH", "speculation_depth", "front end",
-             "fixed (default: num_speculative_tokens every step) or auto (chosen per load from measured goodput)"),
+             "auto (the default in mode auto: chosen per load from measured goodput) or fixed (num_speculative_tokens)"),
     Variable("MINEDRAFT_IDLE_DRAFTER", "idle_drafter", "front end",
              "skip (default: at depth 0 the draft model catches up when it next drafts) or run (as vLLM)"),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),

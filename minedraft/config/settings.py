@@ -64,8 +64,10 @@ class MineDraftSettings:
     capture_max_mib: float = 64.0
     # The speculation depth of each step: fixed (num_speculative_tokens, as vLLM) or auto (the
     # goodput controller, scheduling/depth_controller.py: 0..num_speculative_tokens per load,
-    # from measured tokens/s). Not in stock mode, which stays vLLM's behaviour.
-    speculation_depth: str = "fixed"
+    # from measured tokens/s). Unset: auto in mode auto, fixed otherwise, and fixed where the
+    # user gives vLLM's num_speculative_tokens_per_batch_size (see depth_control). Not in stock
+    # mode, which stays vLLM's behaviour.
+    speculation_depth: str | None = None
     # The draft model at depth 0 (speculation turned off by the depth controller or by vLLM's
     # num_speculative_tokens_per_batch_size): skip its forward and feed it the skipped tokens when it
     # next drafts (worker/draft_catch_up.py), or run it every step as vLLM does. Draft-model method only.
@@ -113,6 +115,13 @@ class MineDraftSettings:
         process reads the environment again."""
         return {**dataclasses.asdict(self), "_resolved": True}
 
+    def depth_control(self, has_depth_table: bool) -> str:
+        """``auto`` where the depth controller chooses each step's depth, else ``fixed`` (vLLM's
+        num_speculative_tokens, or its per-batch-size table where the user gives one)."""
+        if self.speculation_depth is not None:
+            return self.speculation_depth
+        return "auto" if self.mode == "auto" and not has_depth_table else "fixed"
+
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
 
@@ -121,7 +130,7 @@ def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
     choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS,
                "idle_drafter": IDLE_DRAFTERS}.get(name)
-    if choices is not None and value not in choices:
+    if choices is not None and value not in choices and not (name == "speculation_depth" and value is None):
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < 1):

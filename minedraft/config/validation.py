@@ -140,10 +140,6 @@ def _check_depth_table(vllm_config: VllmConfig) -> None:
         raise MineDraftConfigError(
             "num_speculative_tokens_per_batch_size and speculation_depth=auto both choose the depth of each "
             "step: drop one of them.")
-    if settings.drafter == "process":
-        raise MineDraftConfigError(
-            "num_speculative_tokens_per_batch_size does not reach the process drafter yet (its jobs draft "
-            "num_speculative_tokens): drop one of them.")
 
 
 def _check_num_spec_tokens(k: Any) -> None:

@@ -97,3 +97,22 @@ def test_bad_drafter_settings_are_one_line(env, message):
     with pytest.raises(MineDraftConfigError) as err:
         MineDraftSettings.parse({}, environ=env)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("given", "has_table", "control"), [
+    ({}, False, "auto"),  # the default mode chooses the depth
+    ({}, True, "fixed"),  # ... unless the user's depth table does
+    ({"mode": "parallel"}, False, "fixed"),
+    ({"mode": "stock"}, False, "fixed"),
+    ({"speculation_depth": "fixed"}, False, "fixed"),
+    ({"mode": "parallel", "speculation_depth": "auto"}, False, "auto"),
+])
+def test_who_chooses_the_speculation_depth(given, has_table, control):
+    assert MineDraftSettings.parse({CONFIG_KEY: given}, environ={}).depth_control(has_table) == control
+
+
+def test_idle_drafter_setting():
+    assert MineDraftSettings.parse({}, environ={}).idle_drafter == "skip"
+    assert MineDraftSettings.parse({}, environ={"MINEDRAFT_IDLE_DRAFTER": "run"}).idle_drafter == "run"
+    with pytest.raises(MineDraftConfigError, match="is not one of skip, run"):
+        MineDraftSettings.parse({CONFIG_KEY: {"idle_drafter": "later"}}, environ={})

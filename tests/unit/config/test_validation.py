@@ -59,16 +59,13 @@ def _with_table(model_dir, minedraft: dict):
 
 
 @pytest.mark.usefixtures("plugins_loaded")
-def test_vllm_s_depth_table_runs_as_in_vllm(model_dir):
-    config = _with_table(model_dir, {})
+@pytest.mark.parametrize("minedraft", [{}, {"drafter": "process", "drafter_device": "cpu:1"}])
+def test_vllm_s_depth_table_runs_as_in_vllm(model_dir, minedraft):
+    config = _with_table(model_dir, minedraft)
     assert [list(r) for r in config.speculative_config.num_speculative_tokens_per_batch_size] == TABLE
 
 
 @pytest.mark.usefixtures("plugins_loaded")
-@pytest.mark.parametrize(("minedraft", "message"), [
-    ({"speculation_depth": "auto"}, "both choose the depth"),
-    ({"drafter": "process", "drafter_device": "cpu:1"}, "does not reach the process drafter"),
-])
-def test_what_else_chooses_the_depth_is_refused_with_the_table(model_dir, minedraft, message):
-    with pytest.raises(MineDraftConfigError, match=message):
-        _with_table(model_dir, minedraft)
+def test_the_depth_controller_asked_for_beside_the_table_is_refused(model_dir):
+    with pytest.raises(MineDraftConfigError, match="both choose the depth"):
+        _with_table(model_dir, {"speculation_depth": "auto"})
