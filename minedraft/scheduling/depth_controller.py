@@ -13,9 +13,10 @@ second of whole steps, so acceptance, drafting and verification all count):
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
   the machine's noise) and moves to the best if it beats the verdict by ``margin``; after a
-  move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps,
-  doubled after each round that kept the verdict (up to ``2**max_backoff``
-  times): leaving depth 0 costs the draft model a catch-up over every token it
+  move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps
+  and ``exploit_s`` seconds of them (a probe window lasts a time, so the wait
+  does too), both doubled after each round that kept the verdict (up to
+  ``2**max_backoff`` times): leaving depth 0 costs the draft model a catch-up over every token it
   skipped (worker/draft_catch_up.py), which the probe's own measurement does not
   show (those steps settle). A probe that loses by ``early_stop_loss`` after
   ``min_probe_steps`` stops.
@@ -47,6 +48,7 @@ class _LoadState:
     probing: int | None = None
     verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
     last_round: int | None = None  # decode step when the last round ended
+    last_round_s: float = 0.0  # decode seconds when the last round ended
     kept_rounds: int = 0  # rounds in a row that kept the verdict
 
     def rate(self, depth: int) -> Rate:
@@ -68,12 +70,14 @@ class DepthController:
     early_stop_loss: float = 0.10
     min_window_s: float = 0.2
     exploit_steps: int = 300
+    exploit_s: float = 5.0
     max_backoff: int = 4
     margin: float = 0.03
     drift: float = 0.20
     on_change: Callable[[str], None] | None = None
     # --- state
     decode_steps: int = 0
+    decode_seconds: float = 0.0
     probe_steps_run: int = 0
     loads: dict[int, _LoadState] = field(default_factory=dict)
     _last_depth: int | None = None
@@ -112,6 +116,7 @@ class DepthController:
     def observe(self, load: int, depth: int, tokens: int, seconds: float) -> None:
         """One finished decode step, scheduled at ``load`` with ``depth``."""
         self.decode_steps += 1
+        self.decode_seconds += seconds
         if self._unsettled > 0:
             self._unsettled -= 1
             return
@@ -134,8 +139,9 @@ class DepthController:
         if state.verdict_rate == 0.0:
             state.verdict_rate = window.per_second
         drifted = state.depth > 0 and abs(window.per_second - state.verdict_rate) > self.drift * state.verdict_rate
-        wait = self.exploit_steps * 2 ** min(state.kept_rounds, self.max_backoff)
-        due = state.last_round is None or self.decode_steps - state.last_round >= wait
+        backoff = 2 ** min(state.kept_rounds, self.max_backoff)
+        due = state.last_round is None or (self.decode_steps - state.last_round >= self.exploit_steps * backoff
+                                           and self.decode_seconds - state.last_round_s >= self.exploit_s * backoff)
         if drifted or due:
             self._start_round(state)
         else:
@@ -166,7 +172,7 @@ class DepthController:
         baseline = state.rate(old).per_second
         measured = {d: r.per_second for d, r in state.rates.items() if r.steps > 0}
         best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
-        state.last_round = self.decode_steps
+        state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
         if best != old and measured[best] > baseline * (1 + self.margin):
             state.depth, state.verdict_rate = best, measured[best]
             state.rates = {best: state.rates[best]}

@@ -108,7 +108,7 @@ def test_max_depth_zero_only_ever_answers_zero():
 
 def test_rounds_that_keep_the_verdict_come_less_and_less_often():
     """Leaving depth 0 costs the draft a catch-up: a verdict that keeps winning is probed ever more rarely."""
-    controller = DepthController(max_depth=3, exploit_steps=100, max_backoff=3)
+    controller = DepthController(max_depth=3, exploit_steps=100, exploit_s=0.0, max_backoff=3)
     depths = run(controller, FakeEngine(peaked_at(0, k=3), noise=0.02), 4000)
     assert controller.verdict(8) == 0
     leaving = [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] > 0]
@@ -132,7 +132,20 @@ def test_windows_last_long_enough_to_see_past_the_noise():
     goodput = {0: 700.0, 1: 900.0, 2: 1000.0, 3: 960.0}
     verdicts = []
     for seed in range(5):
-        controller = DepthController(max_depth=3, min_window_s=0.05)
+        controller = DepthController(max_depth=3, min_window_s=0.05, exploit_s=0.5)
         run(controller, FakeEngine({d: 8 * 4 * g for d, g in goodput.items()}, noise=0.3, seed=seed), 6000)
         verdicts.append(controller.verdict(8))
     assert verdicts == [2] * 5, verdicts  # without the window: [3, 3, 2, 2, 2]
+
+
+def test_short_steps_do_not_make_rounds_frequent():
+    """Probe windows last a time (min_window_s): with steps under 1 ms, a wait counted in steps alone
+    spends about half the time probing (measured: 0.51), a wait of 2 s too a sixth (0.17)."""
+    def time_off_the_verdict(exploit_s: float) -> float:
+        controller = DepthController(max_depth=3, exploit_s=exploit_s, max_backoff=0)
+        goodput = {d: 8 * 4 * g for d, g in peaked_at(2, k=3).items()}
+        depths = run(controller, FakeEngine(goodput, seed=3), 30000)[5000:]
+        assert controller.verdict(8) == 2
+        return sum(d != 2 for d in depths) / len(depths)
+
+    assert time_off_the_verdict(2.0) < time_off_the_verdict(0.0) / 2
