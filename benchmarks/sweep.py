@@ -78,6 +78,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (har
 from harness.child import Child, ChildError, serve  # noqa: E402
 from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
 from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS  # noqa: E402
+from harness.sidebyside import DEPTH_STEPS, depth_key  # noqa: E402
+from harness.sidebyside import steps_by_depth as sample_steps_by_depth  # noqa: E402
 
 COMPARISONS = ("equal_concurrency", "paper")
 README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
@@ -116,18 +118,15 @@ COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens
             "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts")
 
 
-DEPTH_STEPS = "minedraft:steps_by_depth"
-
-
 def counters(llm) -> dict[str, float]:
     """Current value of each counter in COUNTERS (summed over engine labels), and MineDraft's steps
-    per speculation depth (``minedraft:steps_by_depth[d]``)."""
+    per speculation depth (keyed by ``harness.sidebyside.depth_key``)."""
     values = dict.fromkeys(COUNTERS, 0.0)
     for metric in llm.get_metrics():
         if metric.name in values:
             values[metric.name] += metric.value
         if metric.name == DEPTH_STEPS:
-            key = f"{DEPTH_STEPS}[{metric.labels['depth']}]"
+            key = depth_key(metric.labels["depth"])
             values[key] = values.get(key, 0.0) + metric.value
     return values
 
@@ -580,13 +579,11 @@ def acceptance_length(samples: list[dict]) -> float | None:
 
 def steps_by_depth(samples: list[dict]) -> dict[str, int]:
     """The steps each speculation depth ran, over the row's runs (the depth controller's choices)."""
-    steps: dict[str, int] = {}
+    steps: dict[int, int] = {}
     for sample in samples:
-        for name, value in sample["counters"].items():
-            if name.startswith(DEPTH_STEPS + "[") and value:
-                depth = name[len(DEPTH_STEPS) + 1:-1]
-                steps[depth] = steps.get(depth, 0) + int(value)
-    return dict(sorted(steps.items()))
+        for depth, n in sample_steps_by_depth(sample["counters"]).items():
+            steps[depth] = steps.get(depth, 0) + n
+    return {str(depth): n for depth, n in sorted(steps.items())}
 
 
 def parallel_fraction(samples: list[dict]) -> float | None:

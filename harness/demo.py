@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from harness.sidebyside import run_mode
+from harness.sidebyside import run_mode, steps_by_depth
 from minedraft.config.settings import MineDraftSettings
 from modelkit import build_kit
 
@@ -38,11 +38,9 @@ def acceptance_length(metrics: dict) -> float | None:
     return 1 + metrics.get("vllm:spec_decode_num_accepted_tokens", 0) / drafts
 
 
-def steps_by_depth(metrics: dict) -> str:
+def describe_depths(metrics: dict) -> str:
     """``k'=0: 812, k'=3: 40``: the steps MineDraft ran at each speculation depth (``-``: none counted)."""
-    prefix = "minedraft:steps_by_depth["
-    depths = sorted((int(name[len(prefix):-1]), int(n)) for name, n in metrics.items() if name.startswith(prefix) and n)
-    return ", ".join(f"k'={d}: {n}" for d, n in depths) or "-"
+    return ", ".join(f"k'={d}: {n}" for d, n in steps_by_depth(metrics).items()) or "-"
 
 
 def table(results: dict[str, dict]) -> str:
@@ -59,7 +57,7 @@ def table(results: dict[str, dict]) -> str:
         same = r["tokens"] == results["target"]["tokens"] and r["warm_tokens_equal"]
         rows.append(f"| {mode} | {r['output_tokens_per_s']:.0f} | {r['output_tokens_per_s'] / cold:.2f}x | "
                     f"{w:.0f} | {w / warm:.2f}x | {'-' if tau is None else f'{tau:.2f}'} | {steps} | "
-                    f"{steps_by_depth(m)} | {same} |")
+                    f"{describe_depths(m)} | {same} |")
     return "\n".join(rows)
 
 
@@ -111,7 +109,7 @@ def main() -> None:
     print(table(results))
     print(f"MineDraft draft lane: {MineDraftSettings.parse().lane}. Plot: {out / 'demo.png'}")
     m = results["minedraft_auto"]["metrics"]
-    print(f"auto chose its speculation depth per load ({steps_by_depth(m)}; k'=0: speculation off, the draft\n"
+    print(f"auto chose its speculation depth per load ({describe_depths(m)}; k'=0: speculation off, the draft\n"
           f"model idle) and ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
           f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed). Both lanes share this machine's\n"
           "cores, so parallel steps cannot win at equal concurrency (README, performance model):\n"

@@ -65,16 +65,31 @@ def make_handler(spec: dict):
     return run
 
 
+DEPTH_STEPS = "minedraft:steps_by_depth"
+
+
+def depth_key(depth: int | str) -> str:
+    """The counters' key of the steps at one speculation depth: ``minedraft:steps_by_depth[3]``."""
+    return f"{DEPTH_STEPS}[{depth}]"
+
+
+def steps_by_depth(counters: dict[str, float]) -> dict[int, int]:
+    """The steps run at each speculation depth (those with any), from counters keyed by :func:`depth_key`."""
+    prefix = DEPTH_STEPS + "["
+    return dict(sorted((int(name[len(prefix):-1]), int(n)) for name, n in counters.items()
+                       if name.startswith(prefix) and n))
+
+
 def engine_counters(llm) -> dict[str, float]:
     """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels; MineDraft's
-    per-depth steps also by depth (``minedraft:steps_by_depth[3]``)."""
+    per-depth steps also by depth (:func:`depth_key`)."""
     metrics = {}
     for m in llm.get_metrics():
         if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
                                     or m.name == "vllm:num_preemptions"):
             metrics[m.name] = metrics.get(m.name, 0) + m.value
-            if "depth" in m.labels:
-                metrics[f"{m.name}[{m.labels['depth']}]"] = m.value
+            if m.name == DEPTH_STEPS:
+                metrics[depth_key(m.labels["depth"])] = m.value
     return metrics
 
 

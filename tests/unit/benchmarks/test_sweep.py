@@ -20,7 +20,7 @@ COUNTERS = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_accepted_to
 def sample(mode: str, k: int | None, tok_s: float, depths: dict[int, int] | None = None, repeat: int = 0) -> dict:
     counters = dict(COUNTERS)
     for depth, steps in (depths or {}).items():
-        counters[f"{sweep.DEPTH_STEPS}[{depth}]"] = steps
+        counters[sweep.depth_key(depth)] = steps
     return {"mode": mode, "output_tokens": 256, "target": "t", "draft": None if mode == "no_sd" else "d",
             "k": k, "requests": 8, "repeat": repeat, "tok_s": tok_s, "ttft_ms_p50": 1.0, "tpot_ms_p50": 1.0, "counters": counters}
 

@@ -50,10 +50,12 @@ class Batch:
         self.computed = dict.fromkeys(prompts, 0)
         self.blocks = {r: list(rng.permutation(1000)[:BLOCKS_PER_REQ]) for r in prompts}
         self.rng = rng
+        self.rows: list[str] = []  # the last step's batch
 
     def step(self, req_ids: list[str], depth: int, chunk: int) -> ProposeCall:
         """One step: each request's next ``chunk`` prompt tokens, or its last sampled token; a token
         sampled for each (the prompt's next, or a new one)."""
+        self.rows = list(req_ids)  # the batch's rows, as the catch-up reads them
         query, positions, next_tokens, starts, seq_lens = [], [], [], [0], []
         for r in req_ids:
             start = self.computed[r]
@@ -83,9 +85,8 @@ class Batch:
             self.computed[r] = n
 
     def catch_up(self, model: FakeDraftModel, max_tokens: int = 1 << 20) -> DraftCatchUp:
-        self._rows: list[str] = []
-        return DraftCatchUp(token_ids=lambda row: np.array(self.tokens[self._rows[row]]),
-                            computed=lambda row: self.computed[self._rows[row]],
+        return DraftCatchUp(token_ids=lambda row: np.array(self.tokens[self.rows[row]]),
+                            computed=lambda row: self.computed[self.rows[row]],
                             block_size=lambda: BLOCK, max_tokens=max_tokens, device=torch.device("cpu"))
 
 
@@ -96,7 +97,6 @@ def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20,
     catch_up = batch.catch_up(model, max_tokens)
     for step, depth in enumerate(depths):
         req_ids = schedule(step) if schedule else ["a", "b", "c"]
-        batch._rows = req_ids
         call = batch.step(req_ids, depth, chunk)
         if skip and depth == 0:
             assert catch_up.skip(call).shape == (len(req_ids), 0)
@@ -149,7 +149,6 @@ def test_a_request_catches_up_when_it_is_next_drafted_not_before():
 def test_released_requests_are_forgotten():
     batch = Batch({"a": 4})
     catch_up = batch.catch_up(FakeDraftModel())
-    batch._rows = ["a"]
     catch_up.skip(batch.step(["a"], 0, 8))
     catch_up.release({"a"})
     assert not catch_up.behind
