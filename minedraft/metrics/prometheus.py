@@ -59,7 +59,8 @@ class MineDraftMetrics:
 
     def observe(self, stats: MineDraftStats) -> None:
         for name, counter in self.counters.items():
-            counter.inc(getattr(stats, name))
+            if value := getattr(stats, name):  # every step: most counters stay at 0
+                counter.inc(value)
         for name, gauge in self.gauges.items():
             gauge.set(getattr(stats, name))
         for depth, steps in stats.steps_by_depth.items():

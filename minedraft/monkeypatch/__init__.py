@@ -63,6 +63,7 @@ def _apply(name: str) -> None:
 def apply_plugin_patches() -> None:
     _apply("engine_config")
     _apply("metrics")
+    _apply("draft_collection")
 
 
 def apply_worker_patches() -> None:

@@ -18,6 +18,9 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   preempted while on the draft lane are dropped; requests a process drafter
   left without drafts (late or gone) are counted.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
+* ``expects_draft_tokens`` (MineDraft's own; the engine core asks it through
+  monkeypatch/patch_draft_collection.py): a step that drafted nothing, at depth 0
+  with no draft job on the lane, skips the worker round trip that collects drafts.
 
 KV slots: a request's drafting reads and writes only positions whose blocks
 were allocated when it was verified (vLLM allocates 1 + k + lookahead slots),
@@ -95,6 +98,8 @@ class MineDraftScheduler(Scheduler):
         self.depth_controller = self._make_depth_controller()
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
+        # Whether the step scheduled last can have drafts to collect (expects_draft_tokens).
+        self._drafts_expected = True
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
@@ -220,12 +225,20 @@ class MineDraftScheduler(Scheduler):
             else set()
         )
         self._due = next_due
+        self._drafts_expected = output.num_spec_tokens_to_schedule > 0 or bool(draft_only)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
                                probing=self.mode_policy.probing is not None, depth=self._depth)
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
 
     # ------------------------------------------------------------------ drafts
+    def expects_draft_tokens(self) -> bool:
+        """Whether the worker can have drafts for the step scheduled last: it drafted at a depth
+        above 0, or its lane ran a deferred job. At depth 0 with no job, vLLM's scheduler has
+        already cleared every scheduled request's drafts and the worker's would all be empty, so
+        the engine core may skip ``take_draft_token_ids``: one worker round trip a step."""
+        return self._drafts_expected
+
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
         late = len(MineDraftDraftTokenIds.of(draft_token_ids).late_req_ids)
         self.minedraft_stats.late_drafts += late

@@ -45,6 +45,7 @@ from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.lanes import Lane
+from minedraft.worker.plain_sampling import samples_as_target_alone
 from minedraft.worker.process_source import ProcessDraftSource
 from minedraft.worker.step_profile import StepProfiler
 
@@ -172,6 +173,12 @@ class MineDraftRunnerMixin:
         if self.draft_catch_up is not None and scheduler_output.num_spec_tokens_to_schedule == 0:
             return self._propose((), {})
         return super().propose_draft_token_ids(scheduler_output, *args, **kwargs)
+
+    def _sample(self, logits, spec_decode_metadata):
+        """A step without drafts samples as the target alone does (``plain_sampling.py``)."""
+        if samples_as_target_alone(spec_decode_metadata, self.input_batch.sampling_metadata):
+            spec_decode_metadata = None
+        return super()._sample(logits, spec_decode_metadata)
 
     def _propose(self, args: tuple, kwargs: dict):
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)

@@ -21,12 +21,14 @@ file is loaded too where the difference is observable:
   ``MineDraftSchedulerOutput`` with its defaults;
 * 0008: a streaming-input chunk rolls its session back to
   ``streaming_num_kept_tokens`` (the unpatched scheduler keeps every computed
-  token), as ``DraftSessionScheduler`` does through ``extra_args``.
+  token), as ``DraftSessionScheduler`` does through ``extra_args``;
+* 0009: the engine core's post-step collects drafts only when the scheduler
+  expects some (vLLM's scheduler: not after a step at depth 0).
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
 monkeypatch that mirrors it (``tests/unit/monkeypatch/test_patch_cpu_kernel_lock.py``;
-each patch module has its ``test_patch_<name>.py`` there), as 0001-0004 and 0006 also are (0007
+each patch module has its ``test_patch_<name>.py`` there), as 0001-0004, 0006 and 0009 also are (0007
 and 0008 replace subclasses, not monkeypatches).
 """
 
@@ -41,7 +43,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 import torch
@@ -256,3 +258,23 @@ def test_0008_a_streaming_chunk_rolls_its_session_back(patched, tmp_path, monkey
     assert _run_session(scheduler, request, tmp_path / "c", kept=None) == prompt + [7, 8, 55]
     # Unpatched: the session keeps both computed drafts whatever the target accepted.
     assert _run_session(installed_scheduler, installed_request, tmp_path / "d", kept=None) == prompt + [7, 8, 55]
+
+
+def test_0009_the_engine_core_collects_drafts_only_when_the_scheduler_expects_some(patched):
+    """What monkeypatch/patch_draft_collection.py does, in vLLM's own post_step; vLLM's scheduler
+    answers from the last step's depth, so its own depth table gains too."""
+    interface = load(patched, "vllm/v1/core/sched/interface.py", "patched_vllm_v1_core_sched_interface")
+    core = load(patched, "vllm/v1/engine/core.py", "patched_vllm_v1_engine_core")
+    scheduler = load(patched, "vllm/v1/core/sched/scheduler.py", "patched_vllm_v1_core_sched_scheduler")
+    assert interface.SchedulerInterface.expects_draft_tokens(None) is True  # the default keeps today's rule
+    vllm_scheduler = object.__new__(scheduler.Scheduler)
+    assert vllm_scheduler.expects_draft_tokens()  # before its first step
+    taken = []
+    for depth in (3, 0):
+        vllm_scheduler._last_num_spec_tokens_to_schedule = depth
+        engine = object.__new__(core.EngineCore)
+        engine.check_for_draft_tokens, engine.async_scheduling = True, False
+        engine.scheduler = vllm_scheduler
+        engine.model_executor = SimpleNamespace(take_draft_token_ids=lambda d=depth: taken.append(d))
+        engine.post_step(model_executed=True)
+    assert taken == [3]

@@ -242,3 +242,21 @@ def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
     monkeypatch.setenv("MINEDRAFT_DRAFTER_DEVICE", "cpu:1")
     sched = make_scheduler(model_dir, MineDraftScheduler)
     assert sched.depth_controller is not None and sched.dynamic_sd_lookup is not None
+
+
+def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts(model_dir, monkeypatch):
+    """expects_draft_tokens (monkeypatch/patch_draft_collection.py): False only at depth 0 with no job on the lane."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
+    depth = 1
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: depth)
+    out = sched.schedule()
+    assert out.defer_drafts and sched.expects_draft_tokens()
+    worker.step(sched, out)
+    depth = 0  # the next step drafts nothing, but the lane runs the last step's deferred job
+    out = sched.schedule()
+    assert out.draft_only_req_ids and not out.defer_drafts and sched.expects_draft_tokens()
+    worker.step(sched, out)
+    out = sched.schedule()
+    assert not out.draft_only_req_ids and out.num_spec_tokens_to_schedule == 0
+    assert not sched.expects_draft_tokens()

@@ -61,6 +61,9 @@ class FakeVllmRunner:
         req_ids, drafts = self.proposed
         return DraftTokenIds(req_ids, as_lists(drafts))
 
+    def _sample(self, logits, spec_decode_metadata):
+        return "rejection sampler" if spec_decode_metadata is not None else "plain sampler"
+
 
 class Runner(MineDraftRunnerMixin, FakeVllmRunner):
     def _make_draft_lane(self):
@@ -164,3 +167,13 @@ def test_where_the_job_is_run(before, order):
     plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), ["a"], True)
     runner.execute_model(plan)
     assert runner.log == order
+
+
+def test_a_step_without_drafts_takes_vllm_s_plain_sampler():
+    """worker/plain_sampling.py: the rejection sampler only where some request has drafts."""
+    runner = Runner(Drafter())
+    runner.input_batch = SimpleNamespace(sampling_metadata=SimpleNamespace(
+        max_num_logprobs=None, logprob_token_ids=None, thinking_budget_state_holder=None))
+    assert runner._sample("logits", SimpleNamespace(max_spec_len=0)) == "plain sampler"
+    assert runner._sample("logits", SimpleNamespace(max_spec_len=2)) == "rejection sampler"
+    assert runner._sample("logits", None) == "plain sampler"
