@@ -27,6 +27,14 @@ second of whole steps, so acceptance, drafting and verification all count):
 * Settling. A step verifies drafts made one or two steps earlier (two in a
   MineDraft parallel step), so after a change of depth ``settle_steps`` steps
   are not counted for either depth.
+* Ceiling. A depth's goodput can never exceed what its steps would give out if
+  every draft were accepted: its step time is the cost of speculating there,
+  whatever the text. Once measured, a depth whose ceiling does not beat the
+  verdict by ``margin`` is left out of later rounds at that load (a draft as
+  costly as the target, or many requests on a compute-bound device: no
+  acceptance can make it pay), except when the wait between rounds is at its
+  longest, where every neighbour is probed again (a ceiling measured while the
+  engine was cold may be low).
 
 Outputs never depend on the depth (verification is exact); only speed does.
 Pure Python, no clock: the scheduler feeds it step durations.
@@ -44,6 +52,7 @@ from minedraft.scheduling.mode_policy import Rate, describe_bucket
 class _LoadState:
     depth: int  # the verdict
     rates: dict[int, Rate] = field(default_factory=dict)  # this round's measurements, by depth
+    ceilings: dict[int, float] = field(default_factory=dict)  # by depth: last measured Rate.ceiling_per_second
     candidates: list[int] = field(default_factory=list)  # depths still to probe this round
     probing: int | None = None
     verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
@@ -113,8 +122,9 @@ class DepthController:
         return self.max_depth if guess is None else min(max(guess, 0), self.max_depth)
 
     # ----------------------------------------------------------- measurement
-    def observe(self, load: int, depth: int, tokens: int, seconds: float) -> None:
-        """One finished decode step, scheduled at ``load`` with ``depth``."""
+    def observe(self, load: int, depth: int, tokens: int, seconds: float, ceiling_tokens: int | None = None) -> None:
+        """One finished decode step, scheduled at ``load`` with ``depth``: the ``tokens`` it gave out,
+        and the ``ceiling_tokens`` it would have given had every draft been accepted (default: ``tokens``)."""
         self.decode_steps += 1
         self.decode_seconds += seconds
         if self._unsettled > 0:
@@ -123,14 +133,14 @@ class DepthController:
         state = self._state(load)
         if depth not in (state.depth, state.probing):
             return  # a step of a probe or verdict that has since ended
-        state.rate(depth).add(tokens, seconds)
+        state.rate(depth).add(tokens, seconds, ceiling_tokens)
         if state.probing is not None:
             self.probe_steps_run += 1
             self._after_probe_step(load, state)
         else:
-            self._after_verdict_step(state)
+            self._after_verdict_step(load, state)
 
-    def _after_verdict_step(self, state: _LoadState) -> None:
+    def _after_verdict_step(self, load: int, state: _LoadState) -> None:
         """The verdict is measured in windows of ``baseline_steps``; the last full window is
         the baseline a round compares against, and what drift is judged on."""
         window = state.rate(state.depth)
@@ -143,16 +153,21 @@ class DepthController:
         due = state.last_round is None or (self.decode_steps - state.last_round >= self.exploit_steps * backoff
                                            and self.decode_seconds - state.last_round_s >= self.exploit_s * backoff)
         if drifted or due:
-            self._start_round(state)
+            self._start_round(load, state)
         else:
             state.rates = {state.depth: Rate()}
 
-    def _start_round(self, state: _LoadState) -> None:
+    def _start_round(self, load: int, state: _LoadState) -> None:
         d = state.depth
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
+        if state.kept_rounds < self.max_backoff:  # at the longest wait every neighbour is probed again
+            bar = state.rate(d).per_second * (1 + self.margin)
+            neighbours = {c for c in neighbours if state.ceilings.get(c, float("inf")) > bar}
         state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
         self._next_probe(state)
+        if state.probing is None:  # every neighbour is known to lose, at any acceptance
+            self._end_round(load, state)
 
     def _next_probe(self, state: _LoadState) -> None:
         state.probing = state.candidates.pop(0) if state.candidates else None
@@ -171,6 +186,7 @@ class DepthController:
         old = state.depth
         baseline = state.rate(old).per_second
         measured = {d: r.per_second for d, r in state.rates.items() if r.steps > 0}
+        state.ceilings.update({d: state.rates[d].ceiling_per_second for d in measured})
         best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
         state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
         if best != old and measured[best] > baseline * (1 + self.margin):

@@ -67,20 +67,27 @@ def describe_bucket(bucket: int) -> str:
 
 @dataclass
 class Rate:
-    """Output tokens over seconds of whole steps: measured goodput."""
+    """Output tokens over seconds of whole steps: measured goodput; and the ceiling, what the
+    same steps would have given out had every draft been accepted."""
 
     tokens: int = 0
     seconds: float = 0.0
     steps: int = 0
+    ceiling_tokens: int = 0
 
-    def add(self, tokens: int, seconds: float) -> None:
+    def add(self, tokens: int, seconds: float, ceiling_tokens: int | None = None) -> None:
         self.tokens += tokens
         self.seconds += seconds
         self.steps += 1
+        self.ceiling_tokens += tokens if ceiling_tokens is None else ceiling_tokens
 
     @property
     def per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ceiling_per_second(self) -> float:
+        return self.ceiling_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
 # Predicted parallel / plain-SD tokens/s at a load; None: no prior (measure).

@@ -66,7 +66,9 @@ class _StepRecord(NamedTuple):
     parallel_allowed: bool
     load: Load  # decodes == 0: the step verified and drafted nothing
     started: float
+    drafts: int = 0  # draft tokens the step verified
     tokens: int | None = None  # set by update_from_output
+    ceiling_tokens: int | None = None  # the tokens had every draft been accepted (update_from_output)
 
 
 class MineDraftScheduler(Scheduler):
@@ -145,8 +147,11 @@ class MineDraftScheduler(Scheduler):
         # With nothing left to run the engine idles until the next request:
         # that gap is not step time, so such a step is not timed.
         if step is not None and self.has_unfinished_requests():
-            tokens = sum(len(ids) for ids in model_runner_output.sampled_token_ids)
-            self._last_step = step._replace(tokens=tokens)
+            sampled = model_runner_output.sampled_token_ids
+            tokens = sum(len(ids) for ids in sampled)
+            # Each row that sampled gives one token of its own, plus its drafts had all been accepted.
+            ceiling = sum(1 for ids in sampled if len(ids)) + step.drafts
+            self._last_step = step._replace(tokens=tokens, ceiling_tokens=ceiling)
         return outputs
 
     def _time_finished_step(self, now: float) -> None:
@@ -158,7 +163,8 @@ class MineDraftScheduler(Scheduler):
         if step is not None and step.tokens is not None:
             self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
             if self.depth_controller is not None and step.load.decodes > 0:
-                self.depth_controller.observe(step.load.decodes, step.load.k, step.tokens, now - step.started)
+                self.depth_controller.observe(step.load.decodes, step.load.k, step.tokens, now - step.started,
+                                              step.ceiling_tokens)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
@@ -215,7 +221,8 @@ class MineDraftScheduler(Scheduler):
         # Steps that verify or draft nothing tell the mode policy nothing; at depth 0 a decode
         # step verifies nothing by design, and is what the depth controller measures there.
         has_decodes = bool(draft_only or spec) or (load.k == 0 and decode_tokens > 0)
-        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started)
+        self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started,
+                                      drafts=sum(map(len, spec.values())))
         self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.

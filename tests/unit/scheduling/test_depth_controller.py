@@ -10,15 +10,17 @@ from minedraft.scheduling.depth_controller import DepthController
 
 
 class FakeEngine:
-    """Steps whose goodput (tokens/s) at each depth is given; ``noise`` is a relative jitter."""
+    """Steps whose goodput (tokens/s) at each depth is given; ``noise`` is a relative jitter.
+    ``headroom``: what every draft accepted would give over the goodput at depths above 0 (the
+    ceiling; the default leaves it out of the choice)."""
 
-    def __init__(self, goodput: dict[int, float], noise: float = 0.0, seed: int = 0):
-        self.goodput, self.noise, self.rng = goodput, noise, random.Random(seed)
+    def __init__(self, goodput: dict[int, float], noise: float = 0.0, seed: int = 0, headroom: float = 10.0):
+        self.goodput, self.noise, self.rng, self.headroom = goodput, noise, random.Random(seed), headroom
 
-    def step(self, depth: int) -> tuple[int, float]:
+    def step(self, depth: int) -> tuple[int, float, int]:
         tokens = 8 * (1 + depth)
         rate = self.goodput[depth] * (1 + self.rng.uniform(-self.noise, self.noise))
-        return tokens, tokens / rate
+        return tokens, tokens / rate, round(tokens * (self.headroom if depth else 1))
 
 
 def run(controller: DepthController, engine: FakeEngine, steps: int, load: int = 8) -> list[int]:
@@ -149,3 +151,32 @@ def test_short_steps_do_not_make_rounds_frequent():
         return sum(d != 2 for d in depths) / len(depths)
 
     assert time_off_the_verdict(2.0) < time_off_the_verdict(0.0) / 2
+
+
+def test_a_depth_that_cannot_pay_at_any_acceptance_is_not_probed_until_the_longest_wait():
+    """A draft as costly as the target: depth 1's ceiling (every draft accepted) loses to depth 0.
+    Leaving depth 0 costs the draft a catch-up, so such a depth is not probed again, except once
+    the wait between rounds is at its longest (a ceiling measured cold may be low)."""
+    def leaving(headroom):
+        controller = DepthController(max_depth=1, exploit_steps=100, exploit_s=0.0, max_backoff=3)
+        depths = run(controller, FakeEngine({0: 1000.0, 1: 600.0}, headroom=headroom), 5000)
+        assert controller.verdict(8) == 0
+        return [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] == 1]
+
+    # Ceiling 1200 tok/s: better acceptance could win, so depth 1 is probed about 100, 200, 400, 800 steps apart.
+    probed = leaving(headroom=2.0)
+    assert min(b - a for a, b in zip(probed, probed[1:])) < 8 * 100
+    # Ceiling 900 tok/s (measured while depth 1 was the starting verdict): only at the longest wait.
+    skipped = leaving(headroom=1.5)
+    assert min(b - a for a, b in zip(skipped, skipped[1:])) >= 8 * 100 and skipped[0] >= 100 + 200 + 400
+    assert len(skipped) <= len(probed) - 3
+
+
+def test_depth_0_is_probed_again_when_the_acceptance_falls_below_its_rate():
+    """Depth 0's goodput is its ceiling: once it lost it is skipped, until the verdict's own rate
+    falls (drift: the text changed) below it."""
+    controller = DepthController(max_depth=2, exploit_steps=100, exploit_s=0.0)
+    run(controller, FakeEngine({0: 600.0, 1: 900.0, 2: 1000.0}, headroom=1.2), 3000)
+    assert controller.verdict(8) == 2
+    run(controller, FakeEngine({0: 600.0, 1: 450.0, 2: 400.0}, headroom=1.2), 3000)
+    assert controller.verdict(8) == 0

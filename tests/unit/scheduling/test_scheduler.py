@@ -216,7 +216,7 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
         assert out.num_spec_tokens_to_schedule == 1
         worker.step(sched, out)
     sched.schedule()  # times the last step
-    assert [(load, depth) for load, depth, _, _ in observed] == [(4, 1)] * 3
+    assert [(load, depth) for load, depth, *_ in observed] == [(4, 1)] * 3
     assert sched.minedraft_totals.steps_by_depth == {"3": 1, "1": 4}  # the prefill step drafted at K
 
 
@@ -232,7 +232,7 @@ def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, 
         assert not out.defer_drafts and out.num_spec_tokens_to_schedule == 0
         worker.step(sched, out)
     sched.schedule()
-    assert [(load, depth) for load, depth, _, _ in observed] == [(4, 0)] * 3
+    assert [(load, depth) for load, depth, *_ in observed] == [(4, 0)] * 3
 
 
 def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
@@ -260,3 +260,18 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
     out = sched.schedule()
     assert not out.draft_only_req_ids and out.num_spec_tokens_to_schedule == 0
     assert not sched.expects_draft_tokens()
+
+
+def test_the_controller_sees_each_step_s_tokens_and_its_ceiling(model_dir, monkeypatch):
+    """The ceiling: what the step would have given out had every draft been accepted."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    # One draft of three accepted: each verified request gives 2 tokens of a ceiling of 4.
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40, accept=lambda rid, n: min(n, 1))
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 3)
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    for _ in range(4):
+        worker.step(sched, sched.schedule())
+    sched.schedule()
+    with_drafts = [(tokens, ceiling) for _, _, tokens, _, ceiling in observed if ceiling != tokens]
+    assert with_drafts and all(ceiling == 2 * tokens for tokens, ceiling in with_drafts)
