@@ -7,8 +7,8 @@ code and prose differently). The controller keeps one verdict per load and
 measures, per depth, the goodput that depth gave there (output tokens per
 second of whole steps, so acceptance, drafting and verification all count):
 
-* Verdict. A load starts at the verdict of the nearest load already measured,
-  else at the prior, else at K (what stock speculative decoding runs).
+* Verdict. A load starts at the verdict of the nearest load where a round
+  has ended, else at the prior, else at K (what stock speculative decoding runs).
 * Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
@@ -59,6 +59,7 @@ class _LoadState:
     last_round: int | None = None  # decode step when the last round ended
     last_round_s: float = 0.0  # decode seconds when the last round ended
     kept_rounds: int = 0  # rounds in a row that kept the verdict
+    decided: bool = False  # a round has ended here: the verdict was compared, not just inherited
 
     def rate(self, depth: int) -> Rate:
         return self.rates.setdefault(depth, Rate())
@@ -115,8 +116,9 @@ class DepthController:
         return state
 
     def _starting_depth(self, load: int) -> int:
-        if self.loads:
-            nearest = min(self.loads, key=lambda other: (abs(other - load), other))
+        decided = [other for other, state in self.loads.items() if state.decided]
+        if decided:  # a load seen only briefly (a warm-up, a ramp) has nothing to pass on
+            nearest = min(decided, key=lambda other: (abs(other - load), other))
             return self.loads[nearest].depth
         guess = self.prior(load) if self.prior is not None else None
         return self.max_depth if guess is None else min(max(guess, 0), self.max_depth)
@@ -189,6 +191,7 @@ class DepthController:
         state.ceilings.update({d: state.rates[d].ceiling_per_second for d in measured})
         best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
         state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
+        state.decided = True
         if best != old and measured[best] > baseline * (1 + self.margin):
             state.depth, state.verdict_rate = best, measured[best]
             state.rates = {best: state.rates[best]}

@@ -86,6 +86,15 @@ def test_each_load_has_its_own_verdict_and_a_new_load_starts_at_the_nearest():
     assert (controller.verdict(1), controller.verdict(16)) == (4, 0)
 
 
+def test_a_load_seen_only_briefly_passes_no_verdict_on():
+    """A warm-up's few steps at 4 requests must not decide where 8 starts: load 1's verdict does."""
+    controller = DepthController(max_depth=3)
+    run(controller, FakeEngine(peaked_at(0, k=3)), 5, load=4)  # no round ended: 4 still holds K
+    run(controller, FakeEngine(peaked_at(0, k=3)), 600, load=1)
+    assert (controller.verdict(4), controller.verdict(1)) == (3, 0)
+    assert controller.depth(8) == 0
+
+
 def test_a_drift_in_goodput_brings_a_new_verdict_before_the_next_scheduled_round():
     controller = DepthController(max_depth=5, exploit_steps=100_000)
     run(controller, FakeEngine(peaked_at(4)), 1500)

@@ -1,0 +1,174 @@
+"""What a step at speculation depth 0 costs: the floor of the depth controller.
+
+Where speculation loses, the controller's best is depth 0 on every step; this
+measures how close that comes to the target alone, with no controller and no
+probes. Three engines with the same draft and k, every step forced to depth 0
+by vLLM's own table (``num_speculative_tokens_per_batch_size``, one range of 0):
+
+* ``no_sd``: the target alone;
+* ``vllm_depth0``: stock vLLM with that table (its draft model still runs one
+  forward a step to keep its KV cache in step);
+* ``minedraft_depth0``: MineDraft with that table (the draft model skips that
+  forward and catches up when it next drafts; no rejection sampler and no
+  draft collection where a step has no drafts: RFC §2.5).
+
+All three are up at once; each round runs every engine once at each N, in an
+order that rotates from round to round; ratios pair runs of the same round
+and the reported one is their median. The sweep's workload, prompts, engine
+arguments and layout (``sweep.py`` is reused).
+
+    python benchmarks/depth_floor.py              # ~10 min on 2 idle cores
+    python benchmarks/depth_floor.py --replot     # plot and table from the JSON
+
+Writes ``benchmarks/results/cpu/depth_floor.json`` and ``depth_floor.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+import sweep  # noqa: E402  (the sweep's workers, setup and workload)
+
+# Engine name -> the sweep's mode it is built as; all but no_sd get the depth-0 table.
+ENGINES = {"no_sd": "no_sd", "vllm_depth0": "stock_sd", "minedraft_depth0": "minedraft_auto"}
+OUT = HERE / "results" / "cpu"
+
+
+def engine_specs(setup, draft: str, k: int, warmup) -> dict[str, tuple[dict, dict]]:
+    specs = {}
+    for name, mode in ENGINES.items():
+        spec, env = sweep.worker_spec(setup, draft, mode, k, warmup)
+        if mode != "no_sd":
+            spec["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = [
+                [1, sweep.MAX_REQUESTS, 0]]
+        specs[name] = (spec, env)
+    return specs
+
+
+def run(setup, args, prompts, log_dir: Path) -> list[dict]:
+    specs = engine_specs(setup, args.draft, args.k, prompts[:4])
+    pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
+    names = list(specs)
+    samples = []
+    try:
+        for name, (spec, env) in specs.items():
+            pool.launch((name,), spec, env)
+        for name, (spec, env) in specs.items():
+            pool.get((name,), spec, env)
+        with sweep.progress(args.rounds * len(args.concurrency) * len(names), "depth floor") as bar:
+            for r in range(args.rounds):
+                for i, n in enumerate(args.concurrency):
+                    shift = (r + i) % len(names)
+                    for name in names[shift:] + names[:shift]:
+                        result = pool.get((name,), *specs[name]).run(prompts[:n], args.output_tokens)
+                        samples.append({"engine": name, "round": r, "requests": n, **result})
+                        bar.update()
+    finally:
+        pool.stop_all()
+    return samples
+
+
+def summarize(samples: list[dict]) -> list[dict]:
+    """Per (engine, N): median tok/s, and the median over rounds of its ratio to the target alone."""
+    by = {(s["engine"], s["requests"], s["round"]): s["tok_s"] for s in samples}
+    rows = []
+    for engine, n in sorted({(s["engine"], s["requests"]) for s in samples}, key=lambda x: (x[1], x[0])):
+        rounds = sorted(r for e, m, r in by if (e, m) == (engine, n))
+        ratios = [by[engine, n, r] / by["no_sd", n, r] for r in rounds if ("no_sd", n, r) in by]
+        rows.append({"engine": engine, "requests": n, "tok_s": round(statistics.median(by[engine, n, r] for r in rounds), 1),
+                     "vs_no_sd": round(statistics.median(ratios), 3), "vs_no_sd_min": round(min(ratios), 3),
+                     "vs_no_sd_max": round(max(ratios), 3), "rounds": len(rounds)})
+    return rows
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"Measured {meta['date'][:10]} on {meta['device_label']}: {meta['draft']}, k = {meta['k']}, "
+             f"{meta['output_tokens']}-token outputs, medians of {meta['rounds']} interleaved rounds.", "",
+             "| N | target alone (tok/s) | vLLM at depth 0 / target alone | MineDraft at depth 0 / target alone |",
+             "|---|---|---|---|"]
+    cell = {(r["engine"], r["requests"]): r for r in rows}
+    for n in sorted({r["requests"] for r in rows}):
+        lines.append(f"| {n} | {cell['no_sd', n]['tok_s']:.0f} | {cell['vllm_depth0', n]['vs_no_sd']:.2f}x | "
+                     f"{cell['minedraft_depth0', n]['vs_no_sd']:.2f}x |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path, device_label: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for engine, color in (("vllm_depth0", "tab:orange"), ("minedraft_depth0", "tab:green")):
+        mine = [r for r in rows if r["engine"] == engine]
+        x = [r["requests"] for r in mine]
+        y = [r["vs_no_sd"] for r in mine]
+        err = [[v - r["vs_no_sd_min"] for v, r in zip(y, mine)], [r["vs_no_sd_max"] - v for v, r in zip(y, mine)]]
+        ax.errorbar(x, y, yerr=err, fmt="o-", ms=4, capsize=3, color=color, label=f"{engine} / target alone")
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent requests N")
+    ax.set_ylabel("tok/s ratio (median, min-max)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"Every step at depth 0 against the target alone, {device_label}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draft", default="draft_perturbed")
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--output-tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
+    args = parser.parse_args(argv)
+    sweep_args = sweep.parse_args([])  # the sweep's prompts and layout (engine core in its own process)
+    for name in ("prompt_tokens", "engine_core"):
+        setattr(args, name, getattr(sweep_args, name))
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    path = OUT / "depth_floor.json"
+    if args.replot:
+        result = json.loads(path.read_text())
+    else:
+        from modelkit.prompts import token_windows
+
+        setup = sweep.cpu_setup(args)
+        prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0, tokenizer_dir=setup.pairs[args.draft][0])
+        log_dir = Path(tempfile.mkdtemp(prefix="minedraft-depth-floor-"))
+        print(f"worker logs: {log_dir}", flush=True)
+        started = time.perf_counter()
+        samples = run(setup, args, prompts, log_dir)
+        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
+                "draft": args.draft, "k": args.k, "output_tokens": args.output_tokens, "rounds": args.rounds,
+                "prompt_tokens": args.prompt_tokens, "engine_core": args.engine_core,
+                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
+                "seconds": round(time.perf_counter() - started, 1)}
+        result = {"meta": meta, "rows": summarize(samples), "samples": samples}
+        OUT.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}")
+    print(f"wrote {plot(result['rows'], OUT / 'depth_floor.png', result['meta']['device_label'])}")
+    print("\n" + markdown(result["rows"], result["meta"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""benchmarks/depth_floor.py (no engine): the engines it builds and how it pairs their runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+sys.path.insert(0, str(_BENCH))  # depth_floor imports the sweep as its sibling
+_spec = importlib.util.spec_from_file_location("depth_floor_bench", _BENCH / "depth_floor.py")
+depth_floor = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = depth_floor
+_spec.loader.exec_module(depth_floor)
+sweep = depth_floor.sweep
+
+
+def test_every_speculative_engine_is_held_at_depth_0_by_vllm_s_own_table():
+    setup = sweep.Setup(device="cpu", device_label="cpu", pairs={"d": ("/target", "/draft")},
+                        target_names={"d": "t"}, engine={"seed": 0}, env={}, interleave=True)
+    specs = depth_floor.engine_specs(setup, "d", 3, warmup=[[1]])
+    assert "speculative_config" not in specs["no_sd"][0]["engine"]
+    for name in ("vllm_depth0", "minedraft_depth0"):
+        spec = specs[name][0]["engine"]["speculative_config"]
+        assert spec["num_speculative_tokens"] == 3
+        assert spec["num_speculative_tokens_per_batch_size"] == [[1, sweep.MAX_REQUESTS, 0]]
+    assert specs["minedraft_depth0"][0]["engine"]["scheduler_cls"] == "minedraft"
+    assert "scheduler_cls" not in specs["vllm_depth0"][0]["engine"]
+
+
+def test_ratios_pair_runs_of_the_same_round():
+    def sample(engine, r, tok_s):
+        return {"engine": engine, "round": r, "requests": 8, "tok_s": tok_s}
+
+    # Round 1 ran slower for everyone: paired, MineDraft is at 0.9x in both rounds.
+    samples = [sample("no_sd", 0, 1000.0), sample("minedraft_depth0", 0, 900.0), sample("vllm_depth0", 0, 500.0),
+               sample("no_sd", 1, 600.0), sample("minedraft_depth0", 1, 540.0), sample("vllm_depth0", 1, 300.0)]
+    rows = {r["engine"]: r for r in depth_floor.summarize(samples)}
+    assert rows["minedraft_depth0"]["vs_no_sd"] == 0.9 and rows["vllm_depth0"]["vs_no_sd"] == 0.5
+    assert rows["minedraft_depth0"]["tok_s"] == 720.0 and rows["no_sd"]["vs_no_sd"] == 1.0
+    table = depth_floor.markdown(list(rows.values()), {"date": "2026-11-25T00:00", "device_label": "cpu",
+                                                      "draft": "d", "k": 3, "output_tokens": 256, "rounds": 2})
+    assert "| 8 | 800 | 0.50x | 0.90x |" in table
