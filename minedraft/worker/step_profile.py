@@ -9,6 +9,10 @@ step that had work on either lane:
 * ``step_s``: ``execute_model`` start to drafts returned (lane joined);
 * ``num_verified`` / ``num_draft_only``: requests on each lane.
 
+A step at speculation depth 0 with no draft job is not written: the engine
+core does not collect drafts after it (monkeypatch/patch_draft_collection.py),
+and the row ends there.
+
 With the serial lane the job runs before the main lane's work, so
 ``main_s - draft_s`` is T_verify alone and ``draft_s`` is T_draft alone; with
 the overlap lane ``step_s`` is the overlapped step.
