@@ -8,7 +8,12 @@ measures, per depth, the goodput that depth gave there (output tokens per
 second of whole steps, so acceptance, drafting and verification all count):
 
 * Verdict. A load starts at the verdict of the nearest load where a round
-  has ended, else at the prior, else at K (what stock speculative decoding runs).
+  has ended, else at K (what stock speculative decoding runs), unless the
+  prior rules K out (below).
+* Prior. ``ruled_out``: depths that cannot beat depth 0 at any acceptance,
+  from the draft's cost (scheduling/depth_prior.py: a draft as large as the
+  target). They are left out of rounds like a depth whose ceiling is measured
+  low (below), and a first load starts at the deepest depth not ruled out.
 * Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
@@ -65,14 +70,10 @@ class _LoadState:
         return self.rates.setdefault(depth, Rate())
 
 
-# The starting depth the cost model predicts for a load (running decode requests), or None.
-DepthPrior = Callable[[int], "int | None"]
-
-
 @dataclass
 class DepthController:
     max_depth: int
-    prior: DepthPrior | None = None
+    ruled_out: frozenset[int] = frozenset()  # depths the prior says cannot pay (never 0)
     baseline_steps: int = 12
     probe_steps: int = 8
     min_probe_steps: int = 3
@@ -96,6 +97,8 @@ class DepthController:
     def __post_init__(self) -> None:
         if self.max_depth < 0:
             raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
+        if 0 in self.ruled_out:
+            raise ValueError("depth 0 (speculation off) cannot be ruled out")
 
     # ------------------------------------------------------------- decisions
     def depth(self, load: int) -> int:
@@ -120,8 +123,7 @@ class DepthController:
         if decided:  # a load seen only briefly (a warm-up, a ramp) has nothing to pass on
             nearest = min(decided, key=lambda other: (abs(other - load), other))
             return self.loads[nearest].depth
-        guess = self.prior(load) if self.prior is not None else None
-        return self.max_depth if guess is None else min(max(guess, 0), self.max_depth)
+        return max(d for d in range(self.max_depth + 1) if d not in self.ruled_out)
 
     # ----------------------------------------------------------- measurement
     def observe(self, load: int, depth: int, tokens: int, seconds: float, ceiling_tokens: int | None = None) -> None:
@@ -164,7 +166,7 @@ class DepthController:
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
         if state.kept_rounds < self.max_backoff:  # at the longest wait every neighbour is probed again
             bar = state.rate(d).per_second * (1 + self.margin)
-            neighbours = {c for c in neighbours if state.ceilings.get(c, float("inf")) > bar}
+            neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
         state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
         self._next_probe(state)

@@ -52,6 +52,7 @@ from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
+from minedraft.scheduling.depth_prior import ruled_out_depths, speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy, decode_bucket
 from minedraft.scheduling.mode_prior import make_prior, placement
@@ -114,7 +115,15 @@ class MineDraftScheduler(Scheduler):
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
         self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
-        return DepthController(self.num_spec_tokens, on_change=logger.info)
+        controller = DepthController(self.num_spec_tokens, on_change=logger.info)
+        cost_ratio = speculative_cost_ratio(self.vllm_config, self.lane_placement)
+        controller.ruled_out = ruled_out_depths(self.num_spec_tokens, cost_ratio, controller.margin)
+        if controller.ruled_out:
+            logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights, so depths "
+                        "%s cannot beat speculation off at any acceptance: they are probed only at the "
+                        "longest wait between rounds (scheduling/depth_prior.py).", cost_ratio,
+                        ", ".join(map(str, sorted(controller.ruled_out))))
+        return controller
 
     @property
     def drafting_req_ids(self) -> frozenset[str]:

@@ -45,16 +45,20 @@ def engine_args(model_dir: str, **kw):
 
 def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | None = 3,
                    num_blocks: int = 10000, max_num_seqs: int = 64,
-                   max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False) -> Scheduler:
-    model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
-                               max_model_len=max_num_batched_tokens, seed=0)
-    scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                       max_model_len=max_num_batched_tokens, enable_chunked_prefill=True,
-                                       is_encoder_decoder=False, watermark=0.0)
-    cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=enable_prefix_caching)
-    spec = SpeculativeConfig(model="ngram", num_speculative_tokens=k) if k else None
-    vllm_config = VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
-                             cache_config=cache_config, speculative_config=spec)
+                   max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False,
+                   vllm_config: VllmConfig | None = None) -> Scheduler:
+    """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead."""
+    if vllm_config is None:
+        model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
+                                   max_model_len=max_num_batched_tokens, seed=0)
+        scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                                           max_model_len=max_num_batched_tokens, enable_chunked_prefill=True,
+                                           is_encoder_decoder=False, watermark=0.0)
+        cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=enable_prefix_caching)
+        spec = SpeculativeConfig(model="ngram", num_speculative_tokens=k) if k else None
+        vllm_config = VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
+                                 cache_config=cache_config, speculative_config=spec)
+    cache_config = vllm_config.cache_config
     kv_cache_config = KVCacheConfig(
         num_blocks=num_blocks, kv_cache_tensors=[],
         kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(

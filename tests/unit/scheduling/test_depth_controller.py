@@ -50,11 +50,27 @@ def test_the_best_depth_is_found_from_k(best):
     assert controller.verdict(8) == best
 
 
-def test_the_prior_is_where_a_first_load_starts():
-    controller = DepthController(max_depth=5, prior=lambda load: 2)
-    assert controller.depth(8) == 2
-    run(controller, FakeEngine(peaked_at(4)), 1500)
-    assert controller.verdict(8) == 4
+def test_depths_the_prior_rules_out_are_not_probed_until_the_longest_wait():
+    """A draft as large as the target (scheduling/depth_prior.py): a first load starts at 0,
+    and depth 1 is probed only once the wait between rounds is at its longest."""
+    controller = DepthController(max_depth=3, ruled_out=frozenset({1, 2, 3}), exploit_steps=50, exploit_s=0.0)
+    assert controller.depth(8) == 0
+    depths = run(controller, FakeEngine(peaked_at(0, k=3)), 50 * 2**4)
+    assert set(depths) == {0} and controller.probe_steps_run == 0
+    depths = run(controller, FakeEngine(peaked_at(0, k=3)), 50 * 2**5)
+    assert 1 in depths and controller.verdict(8) == 0
+
+
+def test_a_wrong_prior_is_found_out_at_the_longest_wait():
+    controller = DepthController(max_depth=3, ruled_out=frozenset({1, 2, 3}), exploit_steps=50, exploit_s=0.0)
+    run(controller, FakeEngine(peaked_at(3, k=3)), 5000)
+    assert controller.verdict(8) == 3
+
+
+def test_a_first_load_starts_at_the_deepest_depth_not_ruled_out():
+    assert DepthController(max_depth=5, ruled_out=frozenset({4, 5})).depth(8) == 3
+    with pytest.raises(ValueError, match="depth 0"):
+        DepthController(max_depth=3, ruled_out=frozenset({0}))
 
 
 def test_probes_are_bounded_and_the_verdict_does_not_flap():

@@ -1,0 +1,84 @@
+"""What ``auto`` knows of speculation depth before it measures: the depths no acceptance can make pay.
+
+A step at depth k' verifies k' + 1 tokens per request and, with a draft model
+on the target's hardware, runs k' draft forwards before it. Each draft
+forward costs at least ``c`` target forwards, ``c`` the ratio of the weights a
+token multiplies through in the draft and in the target (the decoder layers
+and the LM head; the input embedding is a lookup), and verifying k' + 1
+tokens costs at least one target forward. So even with every draft accepted
+a step at depth k' gives at most
+
+    (k' + 1) / (1 + k' * c)
+
+times the tokens per second of depth 0 (speculation off). A same-shaped draft
+(c = 1) can never pay, whatever it predicts; a draft of a tenth of the
+target's weights is bounded only at 3.2x for k' = 3. The bound is optimistic
+for speculation (per-forward overheads, a less efficient smaller model, a
+verification dearer than one forward all lower the real gain), so what it
+rules out is safe to rule out: the depth controller starts a load at 0 when
+it rules out every depth and leaves ruled-out depths out of its rounds, except
+at its longest wait between rounds (a wrong prior costs a rare probe).
+
+No prior (nothing ruled out) where the bound does not hold or is not known:
+methods without a draft model of their own (ngram and suffix draft on the
+CPU, almost free; EAGLE and MTP heads are small), a drafter on hardware of its
+own (its forwards leave the target's), a draft in another dtype or
+quantization, or a config whose shape is not a dense decoder that this module
+can count (mixture-of-experts: measure).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Keys of Hugging Face configs that mark a mixture of experts (the active weights per token
+# would need the routing): no count, no prior.
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
+
+
+def matmul_weights_per_token(hf_config: Any) -> int | None:
+    """Weights one token multiplies through in a dense decoder: its layers' attention
+    projections and MLP, and the LM head. None where the config does not say them."""
+    get = lambda name: getattr(hf_config, name, None)  # noqa: E731
+    if any(get(key) for key in _EXPERT_KEYS):
+        return None
+    hidden, layers, mlp, vocab, heads = (get("hidden_size"), get("num_hidden_layers"), get("intermediate_size"),
+                                         get("vocab_size"), get("num_attention_heads"))
+    if not all(isinstance(v, int) and v > 0 for v in (hidden, layers, mlp, vocab, heads)):
+        return None
+    head_dim = get("head_dim") or hidden // heads
+    kv_heads = get("num_key_value_heads") or heads
+    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o; k and v
+    # A gated MLP (three matrices) is assumed: a draft is of its target's family, so a
+    # two-matrix MLP would scale both alike.
+    return layers * (attention + 3 * hidden * mlp) + hidden * vocab
+
+
+def draft_cost_ratio(target_config: Any, draft_config: Any) -> float | None:
+    """``c``: a draft forward's weights over the target's (vLLM ``ModelConfig``s), or None."""
+    if (getattr(target_config, "dtype", None) != getattr(draft_config, "dtype", None)
+            or getattr(target_config, "quantization", None) != getattr(draft_config, "quantization", None)):
+        return None
+    target = matmul_weights_per_token(getattr(target_config, "hf_text_config", None))
+    draft = matmul_weights_per_token(getattr(draft_config, "hf_text_config", None))
+    return draft / target if target and draft else None
+
+
+def max_gain(depth: int, cost_ratio: float) -> float:
+    """The most depth ``depth`` can give over depth 0, every draft accepted: ``(k'+1) / (1 + k'c)``."""
+    return (depth + 1) / (1 + depth * cost_ratio)
+
+
+def ruled_out_depths(max_depth: int, cost_ratio: float | None, margin: float) -> frozenset[int]:
+    """Depths 1..``max_depth`` that cannot beat depth 0 by ``margin`` at any acceptance."""
+    if cost_ratio is None:
+        return frozenset()
+    return frozenset(d for d in range(1, max_depth + 1) if max_gain(d, cost_ratio) <= 1 + margin)
+
+
+def speculative_cost_ratio(vllm_config: Any, placement: str) -> float | None:
+    """``c`` for an engine's speculative config where the bound holds (see the module), else None."""
+    spec = vllm_config.speculative_config
+    if spec is None or spec.method != "draft_model" or placement == "dedicated":
+        return None
+    return draft_cost_ratio(vllm_config.model_config, spec.draft_model_config)

@@ -1,0 +1,90 @@
+"""minedraft/scheduling/depth_prior.py: the depths a draft's cost rules out, on vLLM's own configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from scheduler_harness import engine_args, fake_model_dir, make_scheduler
+
+from minedraft.scheduling.depth_prior import (
+    draft_cost_ratio,
+    matmul_weights_per_token,
+    max_gain,
+    ruled_out_depths,
+    speculative_cost_ratio,
+)
+from minedraft.scheduling.scheduler import MineDraftScheduler
+
+LLAMA = dict(hidden_size=256, num_hidden_layers=4, intermediate_size=768, vocab_size=2048,
+             num_attention_heads=4, num_key_value_heads=2)
+
+
+def config(**hf):
+    return SimpleNamespace(dtype="bfloat16", quantization=None, hf_text_config=SimpleNamespace(**{**LLAMA, **hf}))
+
+
+def test_the_weights_a_token_multiplies_through():
+    # per layer: q, o 256x256 each; k, v 256x128 each; MLP 3 x 256x768; LM head 256x2048
+    assert matmul_weights_per_token(SimpleNamespace(**LLAMA)) == 4 * (2 * 65536 + 2 * 32768 + 3 * 196608) + 524288
+
+
+@pytest.mark.parametrize("hf", [{"num_local_experts": 8}, {"intermediate_size": None}, {"hidden_size": 0}])
+def test_a_shape_it_cannot_count_gives_no_ratio(hf):
+    assert draft_cost_ratio(config(), config(**hf)) is None
+
+
+def test_the_kit_s_drafts():
+    assert draft_cost_ratio(config(), config()) == 1.0  # the perturbed draft: the target's shape
+    small = draft_cost_ratio(config(), config(hidden_size=128, num_hidden_layers=1, intermediate_size=384,
+                                              num_attention_heads=2))
+    assert 0.1 < small < 0.2
+
+
+@pytest.mark.parametrize("other", [{"dtype": "float32"}, {"quantization": "fp8"}])
+def test_another_dtype_or_quantization_gives_no_ratio(other):
+    assert draft_cost_ratio(config(), SimpleNamespace(**{**vars(config()), **other})) is None
+
+
+def test_the_bound_and_what_it_rules_out():
+    assert max_gain(3, 1.0) == 1.0 and max_gain(3, 0.0) == 4.0
+    assert ruled_out_depths(3, 1.0, margin=0.03) == {1, 2, 3}
+    assert ruled_out_depths(3, 0.95, margin=0.03) == {1}  # deeper drafts amortise the verification
+    assert ruled_out_depths(3, 0.13, margin=0.03) == set()
+    assert ruled_out_depths(3, None, margin=0.03) == set()
+
+
+@pytest.fixture(scope="module")
+def draft_model_config(tmp_path_factory):
+    """vLLM's engine config for a draft model as large as the target, and one a quarter its layers."""
+    target = fake_model_dir(tmp_path_factory.mktemp("target"))
+    small = tmp_path_factory.mktemp("small")
+    fake_model_dir(small)
+    hf = json.loads((small / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps({**hf, "hidden_size": 16, "intermediate_size": 32}))
+
+    def build(draft: str):
+        spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 3}
+        return engine_args(target, speculative_config=spec).create_engine_config()
+
+    return target, build(target), build(str(Path(small)))
+
+
+def test_only_an_in_process_draft_model_has_a_ratio(draft_model_config):
+    target, same, small = draft_model_config
+    assert speculative_cost_ratio(same, "cpu-threads") == 1.0
+    assert speculative_cost_ratio(same, "dedicated") is None  # its forwards leave the target's hardware
+    assert speculative_cost_ratio(small, "cpu-threads") < 0.5
+    assert speculative_cost_ratio(engine_args(target).create_engine_config(), "cpu-threads") is None  # ngram
+
+
+def test_the_scheduler_starts_a_same_sized_draft_at_depth_zero(draft_model_config, monkeypatch):
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    target, same, small = draft_model_config
+    sched = make_scheduler(target, MineDraftScheduler, vllm_config=same)
+    assert sched.depth_controller.ruled_out == {1, 2, 3} and sched.depth_controller.depth(4) == 0
+    sched = make_scheduler(target, MineDraftScheduler, vllm_config=small)
+    assert sched.depth_controller.ruled_out == set() and sched.depth_controller.depth(4) == 3
