@@ -5,30 +5,35 @@ mode (every balanced step overlaps drafting with verification) and MineDraft
 in its default ``auto`` mode (each step's speculation depth chosen from measured
 goodput, 0 turning speculation off; plain SD unless parallel steps are measured
 to win, which here its prior rules out) run the same 48 mixed requests through
-real vLLM engines on this machine, twice per engine: cold (the engine's first
-requests) and warm (the same requests again). The table shows throughput,
-mean acceptance length, what MineDraft did (parallel vs fallback steps, steps
-per speculation depth) and whether the tokens equal the target's; a PNG plot
-is saved.
+real vLLM engines on this machine. The four engines are up at once, side by
+side, and take turns: cold is each engine's first run of the requests, warm
+the median of ``WARM_ROUNDS`` more, in an order that rotates from round to
+round; ratios to stock SD pair runs of the same round (median), so a busy
+moment of a noisy machine falls on every engine alike. The table shows
+throughput, mean acceptance length, what MineDraft did (parallel vs fallback
+steps, steps per speculation depth) and whether every run's tokens equal the
+target's; a PNG plot is saved.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
-import time
 from pathlib import Path
 
 from tqdm import tqdm
 
-from harness.sidebyside import run_mode, steps_by_depth
+from harness.child import Child
+from harness.sidebyside import steps_by_depth
 from minedraft.config.settings import MineDraftSettings
 from modelkit import build_kit
 
 # name -> mode (harness.modes.BENCH_MODES)
 RUNS = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_parallel": "minedraft_parallel",
         "minedraft_auto": "minedraft_auto"}
+WARM_ROUNDS = 3
 
 
 def acceptance_length(metrics: dict) -> float | None:
@@ -44,7 +49,6 @@ def describe_depths(metrics: dict) -> str:
 
 
 def table(results: dict[str, dict]) -> str:
-    cold, warm = results["stock_sd"]["output_tokens_per_s"], results["stock_sd"]["warm"][0]["output_tokens_per_s"]
     rows = ["| mode | cold tok/s | vs stock SD | warm tok/s | vs stock SD | mean acceptance length "
             "| parallel / fallback steps | steps by depth | same tokens as target |",
             "|---|---|---|---|---|---|---|---|---|"]
@@ -53,11 +57,10 @@ def table(results: dict[str, dict]) -> str:
         tau = acceptance_length(m)
         steps = (f"{int(m['minedraft:parallel_steps'])} / {int(m['minedraft:fallback_steps'])}"
                  if "minedraft:parallel_steps" in m else "-")
-        w = r["warm"][0]["output_tokens_per_s"]
-        same = r["tokens"] == results["target"]["tokens"] and r["warm_tokens_equal"]
-        rows.append(f"| {mode} | {r['output_tokens_per_s']:.0f} | {r['output_tokens_per_s'] / cold:.2f}x | "
-                    f"{w:.0f} | {w / warm:.2f}x | {'-' if tau is None else f'{tau:.2f}'} | {steps} | "
-                    f"{describe_depths(m)} | {same} |")
+        rows.append(f"| {mode} | {r['output_tokens_per_s']:.0f} | {r['cold_vs_stock_sd']:.2f}x | "
+                    f"{r['warm_output_tokens_per_s']:.0f} | {r['warm_vs_stock_sd']:.2f}x | "
+                    f"{'-' if tau is None else f'{tau:.2f}'} | {steps} | {describe_depths(m)} | "
+                    f"{r['same_tokens_as_target']} |")
     return "\n".join(rows)
 
 
@@ -72,8 +75,8 @@ def plot(results: dict[str, dict], path: Path) -> None:
     x = range(len(names))
     ax.bar([i - 0.2 for i in x], [results[m]["output_tokens_per_s"] for m in names], width=0.4,
            color="#4c72b0", label="cold")
-    ax.bar([i + 0.2 for i in x], [results[m]["warm"][0]["output_tokens_per_s"] for m in names], width=0.4,
-           color="#55a868", label="warm")
+    ax.bar([i + 0.2 for i in x], [results[m]["warm_output_tokens_per_s"] for m in names], width=0.4,
+           color="#55a868", label=f"warm (median of {WARM_ROUNDS})")
     ax.set_xticks(list(x), names)
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
@@ -83,37 +86,59 @@ def plot(results: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def run_side_by_side(kit, bar) -> dict[str, dict]:
+    """Cold and warm runs of every engine, interleaved (see the module docstring)."""
+    children = {name: Child(["-m", "harness.sidebyside"], {
+        "name": name, "mode": mode, "target": str(kit.target), "draft": str(kit.draft_perturbed), "k": 3,
+        "num_requests": 48, "seed": 0}) for name, mode in RUNS.items()}
+    try:
+        for child in children.values():  # they load at once
+            child.ready()
+        runs: dict[str, list[dict]] = {name: [] for name in RUNS}
+        names = list(RUNS)
+        for round_ in range(1 + WARM_ROUNDS):
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                bar.set_postfix_str(f"{'cold' if round_ == 0 else f'warm {round_}'}: {name}")
+                runs[name].append(children[name].call({"cmd": "run", "passes": 1}))
+                bar.update()
+    finally:
+        for child in children.values():
+            child.close()
+    return {name: summarise(runs[name], runs["stock_sd"], runs["target"][0]["tokens"]) for name in RUNS}
+
+
+def summarise(runs: list[dict], stock: list[dict], target_tokens: list) -> dict:
+    rate = [r["output_tokens_per_s"] for r in runs]
+    paired = [a / b["output_tokens_per_s"] for a, b in zip(rate, stock)]
+    return {"output_tokens_per_s": rate[0], "cold_vs_stock_sd": paired[0],
+            "warm_output_tokens_per_s": statistics.median(rate[1:]),
+            "warm_vs_stock_sd": statistics.median(paired[1:]), "warm_runs": rate[1:],
+            "metrics": runs[-1]["metrics"],  # counters over all of the engine's runs
+            "same_tokens_as_target": all(r["tokens"] == target_tokens for r in runs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="demo-results", help="folder for the JSON and PNG")
     args = parser.parse_args()
     kit = build_kit()
-    results = {}
-    # Configurations done, left and the ETA on stderr; off where stderr is not a terminal.
-    with tqdm(total=len(RUNS), desc="demo", unit="engine", file=sys.stderr, disable=None, smoothing=0,
-              dynamic_ncols=True) as bar:
-        for name, mode in RUNS.items():
-            bar.set_postfix_str(f"running {name}")
-            started = time.perf_counter()
-            r = results[name] = run_mode(mode, str(kit.target), str(kit.draft_perturbed), passes=2)
-            bar.update()
-            tqdm.write(f"{name}: {r['output_tokens_per_s']:.0f} tok/s cold, "
-                       f"{r['warm'][0]['output_tokens_per_s']:.0f} warm ({time.perf_counter() - started:.0f} s "
-                       "with the engine's start)", file=sys.stdout)
-            sys.stdout.flush()
+    # Runs done, left and the ETA on stderr; off where stderr is not a terminal.
+    with tqdm(total=len(RUNS) * (1 + WARM_ROUNDS), desc="demo", unit="run", file=sys.stderr, disable=None,
+              smoothing=0, dynamic_ncols=True) as bar:
+        results = run_side_by_side(kit, bar)
     out = Path(args.out)
     out.mkdir(exist_ok=True)
-    (out / "demo.json").write_text(json.dumps({m: {k: v for k, v in r.items() if k != "tokens"}
-                                               for m, r in results.items()}, indent=2))
+    (out / "demo.json").write_text(json.dumps(results, indent=2))
     plot(results, out / "demo.png")
     print(table(results))
     print(f"MineDraft draft lane: {MineDraftSettings.parse().lane}. Plot: {out / 'demo.png'}")
     m = results["minedraft_auto"]["metrics"]
     print(f"auto chose its speculation depth per load ({describe_depths(m)}; k'=0: speculation off, the draft\n"
-          f"model idle) and ran {int(m.get('minedraft:parallel_steps', 0))} parallel steps "
-          f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed). Both lanes share this machine's\n"
-          "cores, so parallel steps cannot win at equal concurrency (README, performance model):\n"
-          "auto's prior rules them out.")
+          "model idle). This draft is as large as the target, so no depth can beat speculation off whatever\n"
+          "it accepts (RFC §2.5): auto starts at depth 0 and probes deeper only rarely. It ran "
+          f"{int(m.get('minedraft:parallel_steps', 0))} parallel steps\n"
+          f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed): both lanes share this machine's "
+          "cores, so parallel steps\ncannot win at equal concurrency (README, performance model).")
 
 
 if __name__ == "__main__":
