@@ -119,9 +119,9 @@ class MineDraftScheduler(Scheduler):
         cost_ratio = speculative_cost_ratio(self.vllm_config, self.lane_placement)
         controller.ruled_out = ruled_out_depths(self.num_spec_tokens, cost_ratio, controller.margin)
         if controller.ruled_out:
-            logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights, so depths "
-                        "%s cannot beat speculation off at any acceptance: they are probed only at the "
-                        "longest wait between rounds (scheduling/depth_prior.py).", cost_ratio,
+            logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights, so k' = %s "
+                        "cannot beat speculation off at any acceptance: probed only at the longest wait "
+                        "between rounds (scheduling/depth_prior.py).", cost_ratio,
                         ", ".join(map(str, sorted(controller.ruled_out))))
         return controller
 
