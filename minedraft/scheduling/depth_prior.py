@@ -22,7 +22,9 @@ at its longest wait between rounds (a wrong prior costs a rare probe).
 No prior (nothing ruled out) where the bound does not hold or is not known:
 methods without a draft model of their own (ngram and suffix draft on the
 CPU, almost free; EAGLE and MTP heads are small), a drafter on hardware of its
-own (its forwards leave the target's), a draft in another dtype or
+own (its forwards leave the target's), mode ``parallel`` (its steps overlap the
+draft forwards with verification; the scheduler asks only in ``auto``, whose
+prior keeps steps plain on shared hardware), a draft in another dtype or
 quantization, or a config whose shape is not a dense decoder that this module
 can count (mixture-of-experts: measure).
 """

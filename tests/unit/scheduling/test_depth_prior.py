@@ -88,3 +88,5 @@ def test_the_scheduler_starts_a_same_sized_draft_at_depth_zero(draft_model_confi
     assert sched.depth_controller.ruled_out == {1, 2, 3} and sched.depth_controller.depth(4) == 0
     sched = make_scheduler(target, MineDraftScheduler, vllm_config=small)
     assert sched.depth_controller.ruled_out == set() and sched.depth_controller.depth(4) == 3
+    monkeypatch.setenv("MINEDRAFT_MODE", "parallel")  # its steps overlap draft forwards with verification
+    assert make_scheduler(target, MineDraftScheduler, vllm_config=same).depth_controller.ruled_out == set()
