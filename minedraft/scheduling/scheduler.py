@@ -115,11 +115,11 @@ class MineDraftScheduler(Scheduler):
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
         self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
-        controller = DepthController(self.num_spec_tokens, on_change=logger.info)
         # Pinned parallel mode overlaps draft forwards with verification: the bound adds them.
         cost_ratio = (speculative_cost_ratio(self.vllm_config, self.lane_placement)
                       if self.settings.mode == "auto" else None)
-        controller.ruled_out = ruled_out_depths(self.num_spec_tokens, cost_ratio, controller.margin)
+        controller = DepthController(self.num_spec_tokens, on_change=logger.info, ruled_out=ruled_out_depths(
+            self.num_spec_tokens, cost_ratio, DepthController.margin))
         if controller.ruled_out:
             logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights, so k' = %s "
                         "cannot beat speculation off at any acceptance: probed only at the longest wait "
