@@ -60,10 +60,7 @@ def run_pair(setup, args, draft: str, k: int, instance: int, prompts, log_dir: P
              for mode in MODES}
     samples = []
     try:
-        for key, spec, env in specs.values():
-            pool.launch(key, spec, env)
-        for key, spec, env in specs.values():
-            pool.get(key, spec, env)
+        pool.start_together(specs.values())
         for index, (out, n) in enumerate(configurations(args)):
             order = MODES if (instance + index) % 2 == 0 else MODES[::-1]
             for mode in order:

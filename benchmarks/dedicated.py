@@ -114,10 +114,7 @@ def run_block(setup, args, pool, draft: str, k: int, prompts, bar) -> list[dict]
     """Every run of one (draft, k), all engines up at once; ``bar`` counts the runs."""
     bar.set_postfix_str(f"{draft} k={k}: starting engines")
     workers = {mode: worker(setup, draft, mode, k, prompts) for mode in MODES}
-    for key, spec, env in workers.values():
-        pool.launch(key, spec, env)
-    for key, spec, env in workers.values():
-        pool.get(key, spec, env)
+    pool.start_together(workers.values())
     samples = []
     for repeat, mode, requests in block_jobs(args):
         bar.set_postfix_str(f"{draft} k={k} {mode} x{requests}")

@@ -61,10 +61,7 @@ def run(setup, args, prompts, log_dir: Path) -> list[dict]:
     names = list(specs)
     samples = []
     try:
-        for name, (spec, env) in specs.items():
-            pool.launch((name,), spec, env)
-        for name, (spec, env) in specs.items():
-            pool.get((name,), spec, env)
+        pool.start_together(((name,), spec, env) for name, (spec, env) in specs.items())
         with sweep.progress(args.rounds * len(args.concurrency) * len(names), "depth floor") as bar:
             for r in range(args.rounds):
                 for i, n in enumerate(args.concurrency):

@@ -196,6 +196,15 @@ class Pool:
             self.starts.append(worker.wait_ready())
         return worker
 
+    def start_together(self, workers) -> None:
+        """Launch every ``(key, spec, env)`` of ``workers``, then wait until each is ready: their
+        single-threaded imports overlap, and nothing is measured before all are up."""
+        workers = list(workers)
+        for key, spec, env in workers:
+            self.launch(key, spec, env)
+        for key, spec, env in workers:
+            self.get(key, spec, env)
+
     def stop(self, key: tuple) -> None:
         self.workers.pop(key).close()
 

@@ -41,3 +41,24 @@ def test_ratios_pair_runs_of_the_same_round():
     table = depth_floor.markdown(list(rows.values()), {"date": "2026-11-25T00:00", "device_label": "cpu",
                                                       "draft": "d", "k": 3, "output_tokens": 256, "rounds": 2})
     assert "| 8 | 800 | 0.50x | 0.90x |" in table
+
+
+def test_engines_started_together_all_launch_before_any_is_waited_for(monkeypatch, tmp_path):
+    events = []
+
+    class FakeWorker:
+        def __init__(self, name, spec, env, log_dir):
+            self.name, self.started = name, None
+            events.append(("launch", name))
+
+        def wait_ready(self):
+            self.started = {"worker": self.name}
+            events.append(("ready", self.name))
+            return self.started
+
+    monkeypatch.setattr(sweep, "Worker", FakeWorker)
+    pool = sweep.Pool(max_alive=3, log_dir=tmp_path)
+    pool.start_together(((name,), {}, {}) for name in ("a", "b", "c"))
+    assert events == [("launch", "a"), ("launch", "b"), ("launch", "c"),
+                      ("ready", "a"), ("ready", "b"), ("ready", "c")]
+    assert len(pool.starts) == 3
