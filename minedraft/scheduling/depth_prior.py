@@ -25,45 +25,42 @@ CPU, almost free; EAGLE and MTP heads are small), a drafter on hardware of its
 own (its forwards leave the target's), mode ``parallel`` (its steps overlap the
 draft forwards with verification; the scheduler asks only in ``auto``, whose
 prior keeps steps plain on shared hardware), a draft in another dtype or
-quantization, or a config whose shape is not a dense decoder that this module
-can count (mixture-of-experts: measure).
+quantization, or a config whose shape is not a dense decoder the cost model's
+``ModelShape`` can count (mixture-of-experts: measure).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from minedraft.cost_model.profile import ModelShape, draft_cost_ratio
 
 # Keys of Hugging Face configs that mark a mixture of experts (the active weights per token
 # would need the routing): no count, no prior.
 _EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 
 
-def matmul_weights_per_token(hf_config: Any) -> int | None:
-    """Weights one token multiplies through in a dense decoder: its layers' attention
-    projections and MLP, and the LM head. None where the config does not say them."""
-    get = lambda name: getattr(hf_config, name, None)  # noqa: E731
-    if any(get(key) for key in _EXPERT_KEYS):
+def dense_shape(config: Mapping[str, Any]) -> ModelShape | None:
+    """The cost model's shape of a dense decoder from its Hugging Face config (its
+    ``read_params_b``: the weights a token multiplies through, layers and LM head), or
+    None: a mixture of experts, or a config that does not say its shape."""
+    if any(config.get(key) for key in _EXPERT_KEYS):
         return None
-    hidden, layers, mlp, vocab, heads = (get("hidden_size"), get("num_hidden_layers"), get("intermediate_size"),
-                                         get("vocab_size"), get("num_attention_heads"))
-    if not all(isinstance(v, int) and v > 0 for v in (hidden, layers, mlp, vocab, heads)):
+    try:
+        shape = ModelShape.from_config(str(config.get("model_type", "model")), config)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    head_dim = get("head_dim") or hidden // heads
-    kv_heads = get("num_key_value_heads") or heads
-    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o; k and v
-    # A gated MLP (three matrices) is assumed: a draft is of its target's family, so a
-    # two-matrix MLP would scale both alike.
-    return layers * (attention + 3 * hidden * mlp) + hidden * vocab
+    return shape if shape.read_params_b > 0 else None
 
 
-def draft_cost_ratio(target_config: Any, draft_config: Any) -> float | None:
+def cost_ratio(target_config: Any, draft_config: Any) -> float | None:
     """``c``: a draft forward's weights over the target's (vLLM ``ModelConfig``s), or None."""
-    if (getattr(target_config, "dtype", None) != getattr(draft_config, "dtype", None)
-            or getattr(target_config, "quantization", None) != getattr(draft_config, "quantization", None)):
+    if target_config.dtype != draft_config.dtype or target_config.quantization != draft_config.quantization:
         return None
-    target = matmul_weights_per_token(getattr(target_config, "hf_text_config", None))
-    draft = matmul_weights_per_token(getattr(draft_config, "hf_text_config", None))
-    return draft / target if target and draft else None
+    target = dense_shape(target_config.hf_text_config.to_dict())
+    draft = dense_shape(draft_config.hf_text_config.to_dict())
+    return draft_cost_ratio(draft, target) if target and draft else None
 
 
 def max_gain(depth: int, cost_ratio: float) -> float:
@@ -83,4 +80,4 @@ def speculative_cost_ratio(vllm_config: Any, placement: str) -> float | None:
     spec = vllm_config.speculative_config
     if spec is None or spec.method != "draft_model" or placement == "dedicated":
         return None
-    return draft_cost_ratio(vllm_config.model_config, spec.draft_model_config)
+    return cost_ratio(vllm_config.model_config, spec.draft_model_config)

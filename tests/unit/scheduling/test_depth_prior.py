@@ -9,9 +9,11 @@ from types import SimpleNamespace
 import pytest
 from scheduler_harness import engine_args, fake_model_dir, make_scheduler
 
+from transformers import PretrainedConfig
+
 from minedraft.scheduling.depth_prior import (
-    draft_cost_ratio,
-    matmul_weights_per_token,
+    cost_ratio,
+    dense_shape,
     max_gain,
     ruled_out_depths,
     speculative_cost_ratio,
@@ -23,29 +25,29 @@ LLAMA = dict(hidden_size=256, num_hidden_layers=4, intermediate_size=768, vocab_
 
 
 def config(**hf):
-    return SimpleNamespace(dtype="bfloat16", quantization=None, hf_text_config=SimpleNamespace(**{**LLAMA, **hf}))
+    return SimpleNamespace(dtype="bfloat16", quantization=None, hf_text_config=PretrainedConfig(**{**LLAMA, **hf}))
 
 
 def test_the_weights_a_token_multiplies_through():
     # per layer: q, o 256x256 each; k, v 256x128 each; MLP 3 x 256x768; LM head 256x2048
-    assert matmul_weights_per_token(SimpleNamespace(**LLAMA)) == 4 * (2 * 65536 + 2 * 32768 + 3 * 196608) + 524288
+    assert dense_shape(LLAMA).read_params_b * 1e9 == pytest.approx(4 * (2 * 65536 + 2 * 32768 + 3 * 196608) + 524288)
 
 
 @pytest.mark.parametrize("hf", [{"num_local_experts": 8}, {"intermediate_size": None}, {"hidden_size": 0}])
 def test_a_shape_it_cannot_count_gives_no_ratio(hf):
-    assert draft_cost_ratio(config(), config(**hf)) is None
+    assert cost_ratio(config(), config(**hf)) is None
 
 
 def test_the_kit_s_drafts():
-    assert draft_cost_ratio(config(), config()) == 1.0  # the perturbed draft: the target's shape
-    small = draft_cost_ratio(config(), config(hidden_size=128, num_hidden_layers=1, intermediate_size=384,
+    assert cost_ratio(config(), config()) == 1.0  # the perturbed draft: the target's shape
+    small = cost_ratio(config(), config(hidden_size=128, num_hidden_layers=1, intermediate_size=384,
                                               num_attention_heads=2))
     assert 0.1 < small < 0.2
 
 
 @pytest.mark.parametrize("other", [{"dtype": "float32"}, {"quantization": "fp8"}])
 def test_another_dtype_or_quantization_gives_no_ratio(other):
-    assert draft_cost_ratio(config(), SimpleNamespace(**{**vars(config()), **other})) is None
+    assert cost_ratio(config(), SimpleNamespace(**{**vars(config()), **other})) is None
 
 
 def test_the_bound_and_what_it_rules_out():
@@ -61,15 +63,14 @@ def draft_model_config(tmp_path_factory):
     """vLLM's engine config for a draft model as large as the target, and one a quarter its layers."""
     target = fake_model_dir(tmp_path_factory.mktemp("target"))
     small = tmp_path_factory.mktemp("small")
-    fake_model_dir(small)
-    hf = json.loads((small / "config.json").read_text())
+    hf = json.loads((Path(fake_model_dir(small)) / "config.json").read_text())
     (small / "config.json").write_text(json.dumps({**hf, "hidden_size": 16, "intermediate_size": 32}))
 
     def build(draft: str):
         spec = {"method": "draft_model", "model": draft, "num_speculative_tokens": 3}
         return engine_args(target, speculative_config=spec).create_engine_config()
 
-    return target, build(target), build(str(Path(small)))
+    return target, build(target), build(str(small))
 
 
 def test_only_an_in_process_draft_model_has_a_ratio(draft_model_config):
