@@ -57,6 +57,7 @@ Writes ``benchmarks/results/<device>/summary.json`` (a list of rows),
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -104,13 +105,19 @@ def make_worker(spec: dict):
 
     llm = LLM(**spec["engine"])
     _generate(llm, spec["warmup_prompts"], output_tokens=8)  # first-call allocations
-    return lambda command: measure(llm, command["prompts"], command["output_tokens"])
+
+    def handle(command: dict):
+        if "phases" in command:  # one after another, no pause: a load that moves (shifting.py)
+            return {"phases": [measure(llm, **phase) for phase in command["phases"]]}
+        return measure(llm, command["prompts"], command["output_tokens"])
+
+    return handle
 
 
-def _generate(llm, prompts: list[list[int]], output_tokens: int):
+def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: float = 0.0):
     from vllm import SamplingParams
 
-    params = SamplingParams(temperature=0, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
+    params = SamplingParams(temperature=temperature, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
     return llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
 
 
@@ -131,21 +138,27 @@ def counters(llm) -> dict[str, float]:
     return values
 
 
-def measure(llm, prompts: list[list[int]], output_tokens: int) -> dict:
-    """One batch: tok/s, TTFT and TPOT medians, counter deltas."""
+def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: float = 0.0) -> dict:
+    """One batch: tok/s, TTFT and TPOT medians, counter deltas; greedy batches also a digest of their tokens."""
     before = counters(llm)
     start = time.perf_counter()
-    outputs = _generate(llm, prompts, output_tokens)
+    outputs = _generate(llm, prompts, output_tokens, temperature)
     elapsed = time.perf_counter() - start
     after = counters(llm)
     tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    digest = tokens_digest([o.outputs[0].token_ids for o in outputs]) if temperature == 0 else None
     ttft = [o.metrics.first_token_latency for o in outputs]
     tpot = [(o.metrics.last_token_ts - o.metrics.first_token_ts) / (o.metrics.num_generation_tokens - 1)
             for o in outputs if o.metrics.num_generation_tokens > 1]
     return {"elapsed_s": elapsed, "generated_tokens": tokens, "tok_s": tokens / elapsed,
             "ttft_ms_p50": 1e3 * statistics.median(ttft),
             "tpot_ms_p50": 1e3 * statistics.median(tpot) if tpot else None,
-            "counters": {name: after[name] - before.get(name, 0.0) for name in after}}
+            "counters": {name: after[name] - before.get(name, 0.0) for name in after}, "tokens_digest": digest}
+
+
+def tokens_digest(token_ids: list[list[int]]) -> str:
+    """A short hash of a batch's output tokens: engines that generated the same tokens share it."""
+    return hashlib.sha256(json.dumps([list(t) for t in token_ids]).encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- parent side
@@ -168,6 +181,11 @@ class Worker(Child):
         # still takes a core meanwhile. Let it go idle before the next engine is measured.
         time.sleep(SETTLE_S)
         return self.call({"cmd": "run", "prompts": prompts, "output_tokens": output_tokens})
+
+    def run_phases(self, phases: list[dict]) -> list[dict]:
+        """``phases`` (:func:`measure`'s keyword arguments each) back to back; one result per phase."""
+        time.sleep(SETTLE_S)
+        return self.call({"cmd": "run", "phases": phases})["phases"]
 
 
 class Pool:
