@@ -17,7 +17,9 @@ second of whole steps, so acceptance, drafting and verification all count):
 * Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
-  the machine's noise) and moves to the best if it beats the verdict by ``margin``; after a
+  the machine's noise) and moves to the best if it beats the verdict by ``margin`` and by
+  ``confidence`` standard errors of the difference (estimated from the windows' steps: a window
+  taken while the machine was busy has a wide one and moves nothing); after a
   move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps
   and ``exploit_s`` seconds of them (a probe window lasts a time, so the wait
   does too), both doubled after each round that kept the verdict (up to
@@ -29,6 +31,12 @@ second of whole steps, so acceptance, drafting and verification all count):
   it was when the verdict was made (the text changed, and with it the
   acceptance), a round starts at once; not at depth 0, where nothing is drafted
   and the rate moves only with the step's cost.
+* New requests. Acceptance belongs to the requests. At depth 0, once every
+  running request arrived after the last round ended (``arrivals``), the
+  requests that verdict was judged on have all left, and a round starts at
+  once: a load that turned speculation off on text its drafter missed tries
+  again on the text that follows, not only at the next scheduled round. Such
+  rounds, like drift's, leave out the depths that cannot pay (prior, ceiling).
 * Settling. A step verifies drafts made one or two steps earlier (two in a
   MineDraft parallel step), so after a change of depth ``settle_steps`` steps
   are not counted for either depth.
@@ -39,7 +47,7 @@ second of whole steps, so acceptance, drafting and verification all count):
   costly as the target, or many requests on a compute-bound device: no
   acceptance can make it pay), except when the wait between rounds is at its
   longest, where every neighbour is probed again (a ceiling measured while the
-  engine was cold may be low).
+  engine was cold may be low) in the round that wait brings.
 
 Outputs never depend on the depth (verification is exact); only speed does.
 Pure Python, no clock: the scheduler feeds it step durations.
@@ -63,6 +71,7 @@ class _LoadState:
     verdict_rate: float = 0.0  # the verdict's goodput when it was made (0: not yet known)
     last_round: int | None = None  # decode step when the last round ended
     last_round_s: float = 0.0  # decode seconds when the last round ended
+    last_round_newest: float | None = None  # the newest running request's arrival when the last round ended
     kept_rounds: int = 0  # rounds in a row that kept the verdict
     decided: bool = False  # a round has ended here: the verdict was compared, not just inherited
 
@@ -84,6 +93,7 @@ class DepthController:
     exploit_s: float = 5.0
     max_backoff: int = 4
     margin: float = 0.03
+    confidence: float = 1.0  # a move also needs a gain of this many standard errors of the difference
     drift: float = 0.20
     on_change: Callable[[str], None] | None = None
     # --- state
@@ -93,6 +103,7 @@ class DepthController:
     loads: dict[int, _LoadState] = field(default_factory=dict)
     _last_depth: int | None = None
     _unsettled: int = 0
+    _newest_arrival: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
@@ -126,11 +137,17 @@ class DepthController:
         return max(d for d in range(self.max_depth + 1) if d not in self.ruled_out)
 
     # ----------------------------------------------------------- measurement
-    def observe(self, load: int, depth: int, tokens: int, seconds: float, ceiling_tokens: int | None = None) -> None:
+    def observe(self, load: int, depth: int, tokens: int, seconds: float, ceiling_tokens: int | None = None,
+                arrivals: tuple[float, float] | None = None) -> None:
         """One finished decode step, scheduled at ``load`` with ``depth``: the ``tokens`` it gave out,
-        and the ``ceiling_tokens`` it would have given had every draft been accepted (default: ``tokens``)."""
+        the ``ceiling_tokens`` it would have given had every draft been accepted (default: ``tokens``),
+        and the arrival times of its oldest and newest running request (None: not known)."""
         self.decode_steps += 1
         self.decode_seconds += seconds
+        oldest = None
+        if arrivals is not None:
+            oldest, newest = arrivals
+            self._newest_arrival = max(newest, self._newest_arrival or newest)
         if self._unsettled > 0:
             self._unsettled -= 1
             return
@@ -142,9 +159,9 @@ class DepthController:
             self.probe_steps_run += 1
             self._after_probe_step(load, state)
         else:
-            self._after_verdict_step(load, state)
+            self._after_verdict_step(load, state, oldest)
 
-    def _after_verdict_step(self, load: int, state: _LoadState) -> None:
+    def _after_verdict_step(self, load: int, state: _LoadState, oldest: float | None) -> None:
         """The verdict is measured in windows of ``baseline_steps``; the last full window is
         the baseline a round compares against, and what drift is judged on."""
         window = state.rate(state.depth)
@@ -153,25 +170,33 @@ class DepthController:
         if state.verdict_rate == 0.0:
             state.verdict_rate = window.per_second
         drifted = state.depth > 0 and abs(window.per_second - state.verdict_rate) > self.drift * state.verdict_rate
+        new_requests = (state.depth == 0 and oldest is not None and state.last_round_newest is not None
+                        and oldest > state.last_round_newest)
         backoff = 2 ** min(state.kept_rounds, self.max_backoff)
         due = state.last_round is None or (self.decode_steps - state.last_round >= self.exploit_steps * backoff
                                            and self.decode_seconds - state.last_round_s >= self.exploit_s * backoff)
-        if drifted or due:
-            self._start_round(load, state)
-        else:
-            state.rates = {state.depth: Rate()}
+        if drifted or new_requests or due:
+            # At the longest wait every neighbour is probed again, even one that cannot pay.
+            if self._start_round(state, recheck=due and state.kept_rounds >= self.max_backoff):
+                return
+            if drifted or due:  # every neighbour is known to lose, at any acceptance: the verdict stays
+                self._end_round(load, state)
+                return
+            # New requests, and nothing that could pay to probe: the wait for the next round goes on.
+            state.last_round_newest = self._newest_arrival
+        state.rates = {state.depth: Rate()}
 
-    def _start_round(self, load: int, state: _LoadState) -> None:
+    def _start_round(self, state: _LoadState, recheck: bool = False) -> bool:
+        """Set up the round's probes; False if there is nothing to probe."""
         d = state.depth
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
-        if state.kept_rounds < self.max_backoff:  # at the longest wait every neighbour is probed again
+        if not recheck:
             bar = state.rate(d).per_second * (1 + self.margin)
             neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
         state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
         self._next_probe(state)
-        if state.probing is None:  # every neighbour is known to lose, at any acceptance
-            self._end_round(load, state)
+        return state.probing is not None
 
     def _next_probe(self, state: _LoadState) -> None:
         state.probing = state.candidates.pop(0) if state.candidates else None
@@ -193,8 +218,9 @@ class DepthController:
         state.ceilings.update({d: state.rates[d].ceiling_per_second for d in measured})
         best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
         state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
+        state.last_round_newest = self._newest_arrival
         state.decided = True
-        if best != old and measured[best] > baseline * (1 + self.margin):
+        if best != old and measured[best] > baseline * (1 + self.margin) and self._significant(state, best, old):
             state.depth, state.verdict_rate = best, measured[best]
             state.rates = {best: state.rates[best]}
             state.last_round = None  # climb on: the next round starts once the new depth has its baseline
@@ -204,6 +230,12 @@ class DepthController:
             state.kept_rounds += 1
             state.verdict_rate = baseline
             state.rates = {old: Rate()}  # the next window starts with fresh steps
+
+    def _significant(self, state: _LoadState, new: int, old: int) -> bool:
+        """Is ``new``'s gain over ``old`` more than ``confidence`` standard errors of the difference?"""
+        a, b = state.rates[new], state.rates[old]
+        noise = (a.standard_error ** 2 + b.standard_error ** 2) ** 0.5
+        return a.per_second - b.per_second > self.confidence * noise
 
     def _report(self, load: int, old: int, new: int, measured: dict[int, float]) -> None:
         if self.on_change is None:

@@ -70,12 +70,14 @@ class _StepRecord(NamedTuple):
     drafts: int = 0  # draft tokens the step verified
     tokens: int | None = None  # set by update_from_output
     ceiling_tokens: int | None = None  # the tokens had every draft been accepted (update_from_output)
+    arrivals: tuple[float, float] | None = None  # the oldest and newest decode request's arrival time
 
 
 class MineDraftScheduler(Scheduler):
     # The step scheduled last; the next schedule() times it once
     # update_from_output has counted its output tokens.
     _last_step: _StepRecord | None = None
+    _arrivals: tuple[float, float] | None = None  # of the decode requests the last depth was chosen for
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -175,7 +177,7 @@ class MineDraftScheduler(Scheduler):
             self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
             if self.depth_controller is not None and step.load.decodes > 0:
                 self.depth_controller.observe(step.load.decodes, step.load.k, step.tokens, now - step.started,
-                                              step.ceiling_tokens)
+                                              step.ceiling_tokens, step.arrivals)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
@@ -183,11 +185,13 @@ class MineDraftScheduler(Scheduler):
     def _current_load(self) -> Load:
         """The load of the step being scheduled, its depth chosen (only steps with decode
         requests choose: a prefill-only step drafts at the depth of the last choice)."""
-        decodes = len(self._decode_requests())
-        bucket = decode_bucket(decodes)
+        decodes = self._decode_requests()
+        bucket = decode_bucket(len(decodes))
         if self.depth_controller is not None and bucket > 0:
             self._depth = self.depth_controller.depth(bucket)
-        return Load.of(decodes, self._depth, *self._last_mix)
+            arrived = [r.arrival_time for r in decodes]
+            self._arrivals = (min(arrived), max(arrived))
+        return Load.of(len(decodes), self._depth, *self._last_mix)
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         decodes = self._decode_requests()
@@ -233,7 +237,7 @@ class MineDraftScheduler(Scheduler):
         # step verifies nothing by design, and is what the depth controller measures there.
         has_decodes = bool(draft_only or spec) or (load.k == 0 and decode_tokens > 0)
         self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started,
-                                      drafts=sum(map(len, spec.values())))
+                                      drafts=sum(map(len, spec.values())), arrivals=self._arrivals)
         self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.

@@ -205,3 +205,81 @@ def test_depth_0_is_probed_again_when_the_acceptance_falls_below_its_rate():
     assert controller.verdict(8) == 2
     run(controller, FakeEngine({0: 600.0, 1: 450.0, 2: 400.0}, headroom=1.2), 3000)
     assert controller.verdict(8) == 0
+
+
+def run_requests(controller: DepthController, engine: FakeEngine, steps: int, arrivals: tuple[float, float],
+                 load: int = 8) -> list[int]:
+    """:func:`run` with the oldest and newest arrival of the running requests given with each step."""
+    depths = []
+    for _ in range(steps):
+        depth = controller.depth(load)
+        controller.observe(load, depth, *engine.step(depth), arrivals=arrivals)
+        depths.append(depth)
+    return depths
+
+
+def test_at_depth_0_new_requests_bring_a_new_verdict():
+    """Acceptance belongs to the requests: at depth 0 nothing is drafted, so no drift shows that the
+    text changed; once every running request arrived after the last round, a round starts at once."""
+    controller = DepthController(max_depth=3, exploit_steps=100_000)
+    sampled = {0: 1000.0, 1: 700.0, 2: 600.0, 3: 500.0}  # drafts rejected: speculation off
+    greedy = peaked_at(3, k=3, top=1600.0)
+    run_requests(controller, FakeEngine(sampled, headroom=3.0), 400, arrivals=(0.0, 1.0))
+    assert controller.verdict(8) == 0
+    # The same requests go on: no round, whatever their drafts would do now.
+    probes = controller.probe_steps_run
+    run_requests(controller, FakeEngine(greedy), 400, arrivals=(0.0, 1.0))
+    assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
+    # Some requests replaced: still the old verdict's evidence for the rest.
+    run_requests(controller, FakeEngine(greedy), 400, arrivals=(0.5, 2.0))
+    assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
+    # All replaced: a round, and the climb to the new best.
+    run_requests(controller, FakeEngine(greedy), 400, arrivals=(2.0, 3.0))
+    assert controller.verdict(8) == 3
+
+
+def test_new_requests_do_not_bring_back_depths_that_cannot_pay():
+    """Depths ruled out (the prior) or whose ceiling loses stay out of the rounds new requests bring."""
+    controller = DepthController(max_depth=3, ruled_out=frozenset({1, 2, 3}), exploit_steps=100_000)
+    for i in range(20):
+        run_requests(controller, FakeEngine(peaked_at(0, k=3)), 50, arrivals=(float(i), i + 0.5))
+    assert controller.verdict(8) == 0 and controller.probe_steps_run == 0
+
+
+def test_a_gain_within_the_windows_noise_moves_nothing():
+    """Depth 0 gives 9 % more on average, but over steps that run at 2,500 and 700 tok/s in turn (a busy
+    machine): within one standard error of the difference, the verdict stays; the same gain over
+    steady steps moves it."""
+    def verdict_after_one_round(steady: bool, confidence: float) -> int:
+        controller = DepthController(max_depth=1, exploit_steps=10**6, min_window_s=0.0, confidence=confidence)
+        fast = [True]
+        for _ in range(60):
+            depth = controller.depth(8)
+            if depth == 1:
+                controller.observe(8, 1, 16, 16 / 1000)
+            else:
+                fast[0] = not fast[0]
+                rate = 1093.0 if steady else (2500.0 if fast[0] else 700.0)  # harmonic mean of the pair: 1093
+                controller.observe(8, 0, 8, 8 / rate)
+        return controller.verdict(8)
+
+    assert verdict_after_one_round(steady=True, confidence=1.0) == 0
+    assert verdict_after_one_round(steady=False, confidence=0.0) == 0  # the margin alone: moved on noise
+    assert verdict_after_one_round(steady=False, confidence=1.0) == 1
+
+
+def test_the_standard_error_of_a_rate_shrinks_with_its_steps():
+    from minedraft.scheduling.mode_policy import Rate
+
+    def alternating(steps: int) -> Rate:
+        rate = Rate()
+        for i in range(steps):
+            rate.add(8, 0.005 if i % 2 else 0.015)
+        return rate
+
+    steady = Rate()
+    for _ in range(10):
+        steady.add(8, 0.01)
+    assert Rate().standard_error == float("inf") and steady.standard_error == pytest.approx(0.0, abs=1e-3)
+    assert alternating(10).per_second == pytest.approx(steady.per_second) == 800.0
+    assert 0 < alternating(100).standard_error < alternating(10).standard_error / 3  # about 1/sqrt(10)

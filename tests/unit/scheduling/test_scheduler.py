@@ -163,7 +163,9 @@ def test_scheduler_feeds_the_policy_decode_steps(model_dir):
     # 3 plain-SD baseline steps at 4-7 decodes, then a parallel probe there:
     # the policy saw real steps and decided.
     assert parallel.index(True) == 5 and parallel[5:8] == [True] * 3
-    assert sched.mode_policy.decode_steps == 16  # requests finish after 16 decode steps
+    # Requests finish after 16 decode steps if the verdict is plain SD; more if it is parallel (each step
+    # verifies half of them). Which one wins depends on the steps' measured times (on a busy machine too).
+    assert sched.mode_policy.decode_steps >= 16
     assert sched.mode_policy.last_verdict.startswith("4-7 decodes, k=3")
 
 
@@ -273,5 +275,21 @@ def test_the_controller_sees_each_step_s_tokens_and_its_ceiling(model_dir, monke
     for _ in range(4):
         worker.step(sched, sched.schedule())
     sched.schedule()
-    with_drafts = [(tokens, ceiling) for _, _, tokens, _, ceiling in observed if ceiling != tokens]
+    with_drafts = [(tokens, ceiling) for _, _, tokens, _, ceiling, _ in observed if ceiling != tokens]
     assert with_drafts and all(ceiling == 2 * tokens for tokens, ceiling in with_drafts)
+
+
+def test_the_controller_sees_when_the_running_requests_arrived(model_dir, monkeypatch):
+    """Acceptance belongs to the requests: the controller is told the oldest and newest running
+    request's arrival, to know when all those it judged on have left (depth_controller.py)."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    for i, request in enumerate(sched.running):
+        request.arrival_time = 100.0 + i
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 0)
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    for _ in range(2):
+        worker.step(sched, sched.schedule())
+    sched.schedule()
+    assert [step[-1] for step in observed] == [(100.0, 103.0)] * 2
