@@ -31,7 +31,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -151,13 +150,9 @@ def parse_args(argv=None):
     parser.add_argument("--drafts", nargs="+", default=["draft_perturbed", "draft_small"])
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     parser.add_argument("--update-readme", action="store_true", help="write the table into benchmarks/README.md")
-    args = parser.parse_args(argv)
     # The sweep's workload and layout: its defaults, engine core in its own process.
-    sweep_args = sweep.parse_args([])
-    for name in ("prompt_tokens", "output_tokens", "concurrency", "long_concurrency", "repeats", "long_repeats",
-                 "engine_core"):
-        setattr(args, name, getattr(sweep_args, name))
-    return args
+    return sweep.inherit_workload(parser.parse_args(argv), ("prompt_tokens", "output_tokens", "concurrency",
+                                                           "long_concurrency", "repeats", "long_repeats", "engine_core"))
 
 
 def main(argv=None) -> None:
@@ -166,13 +161,8 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        from modelkit.prompts import token_windows
-
         setup = sweep.cpu_setup(args)
-        prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,
-                                tokenizer_dir=setup.pairs[args.drafts[0]][0])
-        log_dir = Path(tempfile.mkdtemp(prefix="minedraft-auto-guard-"))
-        print(f"worker logs: {log_dir}", flush=True)
+        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "auto-guard")
         started, samples = time.perf_counter(), []
         total = len(args.drafts) * len(args.ks) * args.instances * len(configurations(args)) * len(MODES)
         with sweep.progress(total, "auto guard") as bar:

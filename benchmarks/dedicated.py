@@ -37,7 +37,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -250,13 +249,8 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        from modelkit.prompts import token_windows
-
         setup = pair_setup(args)
-        prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0,
-                                tokenizer_dir=setup.pairs[args.drafts[0]][0])
-        log_dir = Path(tempfile.mkdtemp(prefix="minedraft-dedicated-"))
-        print(f"worker logs: {log_dir}", flush=True)
+        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "dedicated")
         pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
         started, samples = time.perf_counter(), []
         total = len(args.drafts) * len(args.ks) * len(block_jobs(args))

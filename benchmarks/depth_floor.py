@@ -29,7 +29,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -133,11 +132,8 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
-    args = parser.parse_args(argv)
-    sweep_args = sweep.parse_args([])  # the sweep's prompts and layout (engine core in its own process)
-    for name in ("prompt_tokens", "engine_core"):
-        setattr(args, name, getattr(sweep_args, name))
-    return args
+    # The sweep's prompts and layout (engine core in its own process).
+    return sweep.inherit_workload(parser.parse_args(argv))
 
 
 def main(argv=None) -> None:
@@ -146,12 +142,8 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        from modelkit.prompts import token_windows
-
         setup = sweep.cpu_setup(args)
-        prompts = token_windows(sweep.MAX_REQUESTS, args.prompt_tokens, seed=0, tokenizer_dir=setup.pairs[args.draft][0])
-        log_dir = Path(tempfile.mkdtemp(prefix="minedraft-depth-floor-"))
-        print(f"worker logs: {log_dir}", flush=True)
+        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
         started = time.perf_counter()
         samples = run(setup, args, prompts, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,

@@ -801,6 +801,24 @@ def plot_ratio(rows: list[dict], draft: str, mode: str, comparison: str, path: P
     return path
 
 
+def inherit_workload(args, names=("prompt_tokens", "engine_core")):
+    """Set ``names`` on ``args`` to the sweep's defaults: the benchmarks beside it run its workload and layout."""
+    defaults = parse_args([])
+    for name in names:
+        setattr(args, name, getattr(defaults, name))
+    return args
+
+
+def prompts_and_log_dir(setup: Setup, args, draft: str, name: str) -> tuple[list[list[int]], Path]:
+    """The sweep's prompts (windows in ``draft``'s target's tokens) and a new folder for ``name``'s worker logs."""
+    from modelkit.prompts import token_windows
+
+    prompts = token_windows(MAX_REQUESTS, args.prompt_tokens, seed=0, tokenizer_dir=setup.pairs[draft][0])
+    log_dir = Path(tempfile.mkdtemp(prefix=f"minedraft-{name}-"))
+    print(f"worker logs: {log_dir}", flush=True)
+    return prompts, log_dir
+
+
 # ---------------------------------------------------------------- main
 
 
