@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import benchmark_scripts
 
-_BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_BENCH))  # depth_floor imports the sweep as its sibling
-_spec = importlib.util.spec_from_file_location("depth_floor_bench", _BENCH / "depth_floor.py")
-depth_floor = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = depth_floor
-_spec.loader.exec_module(depth_floor)
+depth_floor = benchmark_scripts.load("depth_floor")
 sweep = depth_floor.sweep
 
 

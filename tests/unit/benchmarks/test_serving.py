@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "serving.py"
-_spec = importlib.util.spec_from_file_location("serving_bench", _PATH)
-serving = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = serving  # dataclasses look their module up there
-_spec.loader.exec_module(serving)
+import benchmark_scripts
+
+serving = benchmark_scripts.load("serving")
 
 
 def bench_result(**over) -> dict:

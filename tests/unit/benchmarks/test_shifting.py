@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import benchmark_scripts
 
-_BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-sys.path.insert(0, str(_BENCH))  # shifting imports the sweep as its sibling
-_spec = importlib.util.spec_from_file_location("shifting_bench", _BENCH / "shifting.py")
-shifting = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = shifting
-_spec.loader.exec_module(shifting)
+shifting = benchmark_scripts.load("shifting")
 
 
 def test_the_load_ramps_up_and_down_and_the_text_alternates_between_ramps():

@@ -3,15 +3,9 @@ steps per speculation depth."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import benchmark_scripts
 
-_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "sweep.py"
-_spec = importlib.util.spec_from_file_location("sweep_bench", _PATH)
-sweep = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = sweep
-_spec.loader.exec_module(sweep)
+sweep = benchmark_scripts.load("sweep")
 
 COUNTERS = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_accepted_tokens": 12,
             "minedraft:parallel_steps": 0, "minedraft:fallback_steps": 40, "minedraft:probe_steps": 0}
