@@ -23,11 +23,13 @@ class FakeEngine:
         return tokens, tokens / rate, round(tokens * (self.headroom if depth else 1))
 
 
-def run(controller: DepthController, engine: FakeEngine, steps: int, load: int = 8) -> list[int]:
+def run(controller: DepthController, engine: FakeEngine, steps: int, load: int = 8,
+        arrivals: tuple[float, float] | None = None) -> list[int]:
+    """``steps`` steps; ``arrivals``: the oldest and newest running request's arrival, given with each."""
     depths = []
     for _ in range(steps):
         depth = controller.depth(load)
-        controller.observe(load, depth, *engine.step(depth))
+        controller.observe(load, depth, *engine.step(depth), arrivals=arrivals)
         depths.append(depth)
     return depths
 
@@ -207,34 +209,23 @@ def test_depth_0_is_probed_again_when_the_acceptance_falls_below_its_rate():
     assert controller.verdict(8) == 0
 
 
-def run_requests(controller: DepthController, engine: FakeEngine, steps: int, arrivals: tuple[float, float],
-                 load: int = 8) -> list[int]:
-    """:func:`run` with the oldest and newest arrival of the running requests given with each step."""
-    depths = []
-    for _ in range(steps):
-        depth = controller.depth(load)
-        controller.observe(load, depth, *engine.step(depth), arrivals=arrivals)
-        depths.append(depth)
-    return depths
-
-
 def test_at_depth_0_new_requests_bring_a_new_verdict():
     """Acceptance belongs to the requests: at depth 0 nothing is drafted, so no drift shows that the
     text changed; once every running request arrived after the last round, a round starts at once."""
     controller = DepthController(max_depth=3, exploit_steps=100_000)
     sampled = {0: 1000.0, 1: 700.0, 2: 600.0, 3: 500.0}  # drafts rejected: speculation off
     greedy = peaked_at(3, k=3, top=1600.0)
-    run_requests(controller, FakeEngine(sampled, headroom=3.0), 400, arrivals=(0.0, 1.0))
+    run(controller, FakeEngine(sampled, headroom=3.0), 400, arrivals=(0.0, 1.0))
     assert controller.verdict(8) == 0
     # The same requests go on: no round, whatever their drafts would do now.
     probes = controller.probe_steps_run
-    run_requests(controller, FakeEngine(greedy), 400, arrivals=(0.0, 1.0))
+    run(controller, FakeEngine(greedy), 400, arrivals=(0.0, 1.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
     # Some requests replaced: still the old verdict's evidence for the rest.
-    run_requests(controller, FakeEngine(greedy), 400, arrivals=(0.5, 2.0))
+    run(controller, FakeEngine(greedy), 400, arrivals=(0.5, 2.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
     # All replaced: a round, and the climb to the new best.
-    run_requests(controller, FakeEngine(greedy), 400, arrivals=(2.0, 3.0))
+    run(controller, FakeEngine(greedy), 400, arrivals=(2.0, 3.0))
     assert controller.verdict(8) == 3
 
 
@@ -242,7 +233,7 @@ def test_new_requests_do_not_bring_back_depths_that_cannot_pay():
     """Depths ruled out (the prior) or whose ceiling loses stay out of the rounds new requests bring."""
     controller = DepthController(max_depth=3, ruled_out=frozenset({1, 2, 3}), exploit_steps=100_000)
     for i in range(20):
-        run_requests(controller, FakeEngine(peaked_at(0, k=3)), 50, arrivals=(float(i), i + 0.5))
+        run(controller, FakeEngine(peaked_at(0, k=3)), 50, arrivals=(float(i), i + 0.5))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == 0
 
 

@@ -202,6 +202,14 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
     assert sched.schedule().num_spec_tokens_to_schedule == 3
 
 
+def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
+    """The depth controller answers ``depth``; the steps it is told of are recorded in the list returned."""
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: depth)
+    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    return observed
+
+
 @pytest.mark.parametrize("mode", ["stock", "parallel", "auto"])
 def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir, monkeypatch, mode):
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
@@ -210,9 +218,7 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
     if mode == "stock":  # stock stays vLLM's fixed depth, for comparisons
         assert sched.depth_controller is None and sched.schedule().num_spec_tokens_to_schedule == 3
         return
-    observed = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 1)
-    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    observed = pin_depth(sched, monkeypatch, 1)
     for _ in range(3):
         out = sched.schedule()
         assert out.num_spec_tokens_to_schedule == 1
@@ -226,9 +232,7 @@ def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, 
     """A decode step at depth 0 verifies no drafts, by design: the controller still times it."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 0)
-    observed = []
-    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    observed = pin_depth(sched, monkeypatch, 0)
     for _ in range(3):
         out = sched.schedule()
         assert not out.defer_drafts and out.num_spec_tokens_to_schedule == 0
@@ -269,9 +273,7 @@ def test_the_controller_sees_each_step_s_tokens_and_its_ceiling(model_dir, monke
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     # One draft of three accepted: each verified request gives 2 tokens of a ceiling of 4.
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40, accept=lambda rid, n: min(n, 1))
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 3)
-    observed = []
-    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    observed = pin_depth(sched, monkeypatch, 3)
     for _ in range(4):
         worker.step(sched, sched.schedule())
     sched.schedule()
@@ -286,9 +288,7 @@ def test_the_controller_sees_when_the_running_requests_arrived(model_dir, monkey
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
     for i, request in enumerate(sched.running):
         request.arrival_time = 100.0 + i
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: 0)
-    observed = []
-    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    observed = pin_depth(sched, monkeypatch, 0)
     for _ in range(2):
         worker.step(sched, sched.schedule())
     sched.schedule()
