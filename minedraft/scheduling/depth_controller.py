@@ -147,7 +147,7 @@ class DepthController:
         oldest = None
         if arrivals is not None:
             oldest, newest = arrivals
-            self._newest_arrival = max(newest, self._newest_arrival or newest)
+            self._newest_arrival = newest if self._newest_arrival is None else max(newest, self._newest_arrival)
         if self._unsettled > 0:
             self._unsettled -= 1
             return
