@@ -3,19 +3,23 @@ runs k draft forwards for group B, through MineDraft's own CudaStreamLane.
 
 Models are decoder stacks of the published shapes (``modelkit.shapes``: Llama-3.1-8B with a
 Llama-3.2-1B draft, Qwen3-32B with Qwen3-1.7B if memory allows), bf16, random weights: per layer
-the QKV, output and gated-MLP matmuls plus attention over a KV cache of ``--context`` tokens
-(``scaled_dot_product_attention``), then the LM head. Per batch B (each group has B requests) and
-k it measures, with CUDA events, medians over ``--iters``:
+the QKV, output and gated-MLP matmuls plus attention over the layer's own KV cache of ``--context``
+tokens (``scaled_dot_product_attention``), then the LM head. Each (B, k) runs twice: ``eager``
+(PyTorch launches every kernel from the host, as vLLM with ``enforce_eager``) and ``graph`` (each
+lane's work captured once as a CUDA graph and replayed, as vLLM's default for decode). Per batch B
+(each group has B requests) and k it measures, with CUDA events, medians over ``--iters``:
 
 * ``t_verify``: the target's forward over B x (k + 1) tokens, alone;
 * ``t_draft``: k draft forwards over B tokens each, alone;
 * ``t_serial``: one after the other on one stream (plain SD's step for 2B requests in two halves);
 * ``t_overlapped``: the verify on the main stream, the drafts on the lane's side stream.
 
-Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_draft)). Needs no
-vLLM (runs where torch has CUDA): ``python benchmarks/gpu_overlap.py`` writes
-``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``. It has never run: the project has
-had no CUDA GPU to run it on.
+Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_draft)); the
+interference ``i`` = (t_overlapped - max) / min is the simulator's same-device parameter
+(``minedraft/cost_model/profile.py``: 0 ideal overlap, 1 as serial). ``host_verify_ms`` and
+``host_draft_ms`` are the host's time to enqueue each lane (eager: the launch cost the simulator
+models per layer). Needs no vLLM (runs where torch has CUDA): ``python benchmarks/gpu_overlap.py``
+writes ``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import json
 import re
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -39,7 +44,7 @@ from minedraft.worker.lanes import CudaStreamLane  # noqa: E402
 class Stack:
     """A decoder stack of one published shape with random bf16 weights and a KV cache."""
 
-    def __init__(self, name: str, max_batch: int, context: int, device: torch.device):
+    def __init__(self, name: str, max_batch: int, max_tokens: int, context: int, device: torch.device):
         c = SHAPES[name]
         self.layers, h = c["num_hidden_layers"], c["hidden_size"]
         self.heads, self.kv_heads = c["num_attention_heads"], c["num_key_value_heads"]
@@ -50,14 +55,16 @@ class Stack:
         self.weights = [(w(h, qkv), w(self.heads * self.head_dim, h), w(h, 2 * inter), w(inter, h))
                         for _ in range(self.layers)]
         self.lm_head = w(h, vocab)
-        self.kv = w(2, max_batch, self.kv_heads, context, self.head_dim)
+        # One cache per layer, as a real model's: a shared one would sit in L2 at small batches.
+        self.kv = [w(2, max_batch, self.kv_heads, context, self.head_dim) for _ in range(self.layers)]
         self.hidden = h
+        self.x = torch.zeros(max_batch * max_tokens, h, device=device, dtype=torch.bfloat16)  # static (graphs)
 
     def forward(self, batch: int, tokens: int) -> torch.Tensor:
-        x = torch.randn(batch * tokens, self.hidden, device=self.lm_head.device, dtype=torch.bfloat16)
-        for wqkv, wo, wup, wdown in self.weights:
+        x = self.x[: batch * tokens]
+        for (wqkv, wo, wup, wdown), kv in zip(self.weights, self.kv):
             q = (x @ wqkv)[:, : self.heads * self.head_dim].view(batch, tokens, self.heads, self.head_dim)
-            k, v = self.kv[0, :batch], self.kv[1, :batch]
+            k, v = kv[0, :batch], kv[1, :batch]
             a = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, enable_gqa=self.heads != self.kv_heads)
             x = x + a.transpose(1, 2).reshape(batch * tokens, -1) @ wo
             gate, up = (x @ wup).chunk(2, dim=-1)
@@ -65,20 +72,36 @@ class Stack:
         return (x @ self.lm_head).argmax(-1)
 
 
-def timed(fn, iters: int) -> float:
-    """Median wall time of ``fn`` in ms, between CUDA events on the current stream."""
-    times = []
+def timed(fn, iters: int) -> tuple[float, float]:
+    """Medians of ``fn``'s device time between CUDA events on the current stream and of the host's
+    time to enqueue it, both in ms."""
+    times, host = [], []
     for _ in range(iters + 2):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        t0 = time.perf_counter()
         fn()
+        host.append((time.perf_counter() - t0) * 1e3)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times[2:])
+    return statistics.median(times[2:]), statistics.median(host[2:])
 
 
-def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device) -> dict:
+def as_graph(fn):
+    """``fn`` captured once as a CUDA graph: the returned callable replays it on the current stream."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside the capture (allocator, cuBLAS workspaces)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device, mode: str) -> dict:
     lane = CudaStreamLane(device)
 
     def verify():
@@ -88,53 +111,85 @@ def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device)
         for _ in range(k):
             draft.forward(batch, 1)
 
+    if mode == "graph":
+        verify, drafts = as_graph(verify), as_graph(drafts)
+
     def overlapped():
         lane.captured()
         lane.submit(lambda: (["b"], drafts()))
         verify()
         lane.wait()
 
-    t_verify, t_draft = timed(verify, iters), timed(drafts, iters)
-    t_serial = timed(lambda: (verify(), drafts()), iters)
-    t_overlapped = timed(overlapped, iters)
-    return {"batch": batch, "k": k, "t_verify_ms": round(t_verify, 3), "t_draft_ms": round(t_draft, 3),
-            "t_serial_ms": round(t_serial, 3), "t_overlapped_ms": round(t_overlapped, 3),
-            "gain": round(t_serial / t_overlapped, 3),
-            "ideal_gain": round((t_verify + t_draft) / max(t_verify, t_draft), 3)}
+    (t_verify, host_verify), (t_draft, host_draft) = timed(verify, iters), timed(drafts, iters)
+    t_serial, _ = timed(lambda: (verify(), drafts()), iters)
+    t_overlapped, _ = timed(overlapped, iters)
+    longer, shorter = max(t_verify, t_draft), min(t_verify, t_draft)
+    return {"mode": mode, "batch": batch, "k": k, "t_verify_ms": round(t_verify, 3),
+            "t_draft_ms": round(t_draft, 3), "t_serial_ms": round(t_serial, 3),
+            "t_overlapped_ms": round(t_overlapped, 3), "gain": round(t_serial / t_overlapped, 3),
+            "ideal_gain": round((t_verify + t_draft) / longer, 3),
+            "interference": round((t_overlapped - longer) / shorter, 3),
+            "host_verify_ms": round(host_verify, 3), "host_draft_ms": round(host_draft, 3)}
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64, 128])
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="per pair: skip its rows left once this many seconds have passed (listed as skipped)")
+    parser.add_argument("--replot", type=Path, help="only redraw the PNG beside this gpu_overlap.json")
     args = parser.parse_args(argv)
+    if args.replot:
+        data = json.loads(args.replot.read_text())
+        plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
+        return
     if not torch.cuda.is_available():
         sys.exit("gpu_overlap: no CUDA device visible")
     device, name = torch.device("cuda"), torch.cuda.get_device_name(0)
+    out = HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows, skipped = [], {}
+
+    def save() -> None:  # after every row: a run cut short keeps what it measured
+        (out / "gpu_overlap.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": rows},
+                                                         indent=1) + "\n")
+
     for pair in args.pairs:
         try:
-            target, draft = (Stack(n, max(args.batches), args.context, device) for n in PAIRS[pair])
+            target, draft = (Stack(n, max(args.batches), max(args.ks) + 1, args.context, device)
+                             for n in PAIRS[pair])
         except torch.OutOfMemoryError as e:
             skipped[pair] = f"out of memory building the stacks: {e}"
             torch.cuda.empty_cache()
             continue
+        deadline = time.monotonic() + args.budget_s
         with torch.inference_mode():
-            rows += [{"pair": pair, **measure(target, draft, b, k, args.iters, device)}
-                     for k in args.ks for b in args.batches]
+            for k in args.ks:
+                for b in args.batches:
+                    for mode in args.modes:
+                        if time.monotonic() > deadline:
+                            skipped[f"{pair} {mode} batch={b} k={k}"] = f"past --budget-s {args.budget_s}"
+                            continue
+                        try:
+                            rows.append({"pair": pair, **measure(target, draft, b, k, args.iters, device, mode)})
+                            print(rows[-1], flush=True)
+                        except (RuntimeError, torch.OutOfMemoryError) as e:  # one failed row keeps the others
+                            skipped[f"{pair} {mode} batch={b} k={k}"] = f"{type(e).__name__}: {e}"[:300]
+                            torch.cuda.synchronize()
+                            torch.cuda.empty_cache()
+                        save()
         del target, draft
         torch.cuda.empty_cache()
-    out = HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
-            "torch": torch.__version__, "skipped": skipped}
-    (out / "gpu_overlap.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    save()
     plot(rows, out / "gpu_overlap.png", name)
-    for r in rows:
-        print(r)
 
 
 def plot(rows: list[dict], path: Path, device: str) -> None:
@@ -144,18 +199,23 @@ def plot(rows: list[dict], path: Path, device: str) -> None:
     import matplotlib.pyplot as plt
 
     pairs = sorted({r["pair"] for r in rows})
-    fig, axes = plt.subplots(1, max(1, len(pairs)), figsize=(5 * max(1, len(pairs)), 3.6), squeeze=False)
-    for ax, pair in zip(axes[0], pairs):
-        for k in sorted({r["k"] for r in rows}):
-            series = [r for r in rows if r["pair"] == pair and r["k"] == k]
-            ax.plot([r["batch"] for r in series], [r["gain"] for r in series], "o-", label=f"k={k} measured")
-            ax.plot([r["batch"] for r in series], [r["ideal_gain"] for r in series], ":", label=f"k={k} ideal")
-        ax.axhline(1.0, color="k", lw=0.6)
-        ax.set_xscale("log", base=2)
-        ax.set_title(pair, fontsize=8)
-        ax.set_xlabel("requests per group")
-        ax.set_ylabel("serial / overlapped step")
-        ax.legend(fontsize=6)
+    modes = sorted({r["mode"] for r in rows})
+    fig, axes = plt.subplots(max(1, len(modes)), max(1, len(pairs)), figsize=(5 * max(1, len(pairs)),
+                             3.4 * max(1, len(modes))), squeeze=False)
+    for row_axes, mode in zip(axes, modes):
+        for ax, pair in zip(row_axes, pairs):
+            for k in sorted({r["k"] for r in rows}):
+                series = [r for r in rows if r["pair"] == pair and r["mode"] == mode and r["k"] == k]
+                line, = ax.plot([r["batch"] for r in series], [r["gain"] for r in series], "o-",
+                                label=f"k={k} measured")
+                ax.plot([r["batch"] for r in series], [r["ideal_gain"] for r in series], ":",
+                        color=line.get_color(), label=f"k={k} ideal")
+            ax.axhline(1.0, color="k", lw=0.6)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{pair}, {mode}", fontsize=8)
+            ax.set_xlabel("requests per group")
+            ax.set_ylabel("serial / overlapped step")
+            ax.legend(fontsize=6)
     fig.suptitle(f"Verify on the main stream, k drafts on the side stream, {device}", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
