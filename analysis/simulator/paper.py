@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from minedraft.cost_model.model import Workload, predict
 from minedraft.cost_model.profile import (
+    EAGER_HOST_MS_PER_LAYER,
     EAGLE_VICUNA_33B,
     H100_SXM,
     L40,
@@ -196,7 +197,7 @@ def _why(h: Headline, lp: LayoutPrediction, v: str, l40_stock_capacity: int | No
         return (f"{lanes}. Per device = gain x 4/5 (stock SD on 4 GPUs, MineDraft on 5); the paper's +40.55 % "
                 "is exactly its +75.68 % x 4/5.")
     text = (f"{lanes}; decode alone {steady:.2f}x. Gain = (Tv + Td) / max(Tv, Td), best where Td ~ Tv. In eager "
-            "mode the drafter is host-bound (assumed 0.08 ms of launches per layer), which sets Td: ")
+            f"mode the drafter is host-bound ({EAGER_HOST_MS_PER_LAYER} ms of launches per layer, measured), which sets Td: ")
     if h.draft is QWEN3_4B:
         return text + ("the 4B drafter (36 layers) balances at k = 2; its GPU time starts to show. The match rests "
                        "on the host-time assumption and the 384-token ShareGPT prompt (prefill share).")

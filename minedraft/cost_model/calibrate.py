@@ -17,7 +17,18 @@ from pathlib import Path
 import numpy as np
 
 from minedraft.cost_model.model import KIT_ALPHA, Workload, mode_time_ms
-from minedraft.cost_model.profile import ForwardCost, LatencyProfile
+from minedraft.cost_model.profile import (
+    H100_SXM,
+    H200,
+    LLAMA3_2_1B,
+    LLAMA3_8B,
+    QWEN3_1_7B,
+    QWEN3_32B,
+    Accelerator,
+    ForwardCost,
+    LatencyProfile,
+    ModelShape,
+)
 
 # The CPU measurements (``make bench-steps`` writes them here; calibration/README.md).
 CPU_STEP_OVERLAP_JSON = Path(__file__).resolve().parent / "calibration" / "cpu_step_overlap.json"
@@ -180,6 +191,54 @@ def fit_interference(rows: Sequence[Mapping]) -> float:
     x = np.array([min(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
     y = np.array([r["t_step_overlap_ms"] - max(r["t_verify_alone_ms"], r["t_draft_alone_ms"]) for r in rows])
     return max(0.0, float(x @ y / (x @ x)))
+
+
+# --- GPU: benchmarks/gpu_overlap.py ------------------------------------------------------------
+
+GPU_OVERLAP_PAIRS: dict[str, tuple[ModelShape, ModelShape]] = {
+    "llama-3.1-8b/llama-3.2-1b": (LLAMA3_8B, LLAMA3_2_1B),
+    "qwen3-32b/qwen3-1.7b": (QWEN3_32B, QWEN3_1_7B),
+}
+GPU_ACCELERATORS: dict[str, Accelerator] = {"NVIDIA H200": H200, "NVIDIA H100 80GB HBM3": H100_SXM}
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuOverlapFit:
+    """What ``benchmarks/gpu_overlap.py``'s rows say about the published-figure GPU profile's assumptions."""
+
+    device: str
+    interference: dict[str, float]  # by mode: eager, graph (fit_interference over the rows of that mode)
+    host_ms_per_layer: float  # eager rows: the host's enqueue time per decoder layer (median over both lanes)
+    bandwidth_efficiency: dict[str, float]  # target, draft: graph rows at the smallest batch (weights streamed)
+
+
+def fit_gpu_overlap(path: str | Path) -> GpuOverlapFit:
+    """Fit the same-GPU interference, the eager host cost per layer and the share of the
+    datasheet bandwidth that weight streaming reaches, on a ``gpu_overlap.json``."""
+    data = json.loads(Path(path).read_text())
+    device, rows = data["meta"]["device"], data["rows"]
+    gpu = GPU_ACCELERATORS[device]
+    interference = {mode: fit_interference([
+        {"t_verify_alone_ms": r["t_verify_ms"], "t_draft_alone_ms": r["t_draft_ms"],
+         "t_step_overlap_ms": r["t_overlapped_ms"]} for r in rows if r["mode"] == mode])
+        for mode in sorted({r["mode"] for r in rows})}
+    host = [ms / shape.layers / (r["k"] if lane == "draft" else 1)
+            for r in rows if r["mode"] == "eager"
+            for lane, shape, ms in zip(("verify", "draft"), GPU_OVERLAP_PAIRS[r["pair"]],
+                                       (r["host_verify_ms"], r["host_draft_ms"]))]
+    graph = [r for r in rows if r["mode"] == "graph"]
+    smallest = min(graph, key=lambda r: (r["batch"], r["k"]))
+    target, draft = GPU_OVERLAP_PAIRS[smallest["pair"]]
+    context = data["meta"]["context"]
+
+    def efficiency(shape: ModelShape, ms: float, forwards: int) -> float:
+        nbytes = shape.read_params_b * 1e9 * 2 + smallest["batch"] * context * shape.kv_bytes_per_token
+        return forwards * nbytes / (ms * gpu.bandwidth_tb_s * 1e9)
+
+    return GpuOverlapFit(
+        device=device, interference=interference, host_ms_per_layer=float(np.median(host)),
+        bandwidth_efficiency={"target": efficiency(target, smallest["t_verify_ms"], 1),
+                              "draft": efficiency(draft, smallest["t_draft_ms"], smallest["k"])})
 
 
 PROFILE_NAMES = ("cpu", "h100-same-gpu", "h100-two-gpus", "h100-paper")

@@ -22,8 +22,10 @@ A :class:`LatencyProfile` answers four questions in milliseconds:
 
 Two sources: :func:`~minedraft.cost_model.calibrate.fit_step_overlap` fits the CPU lanes to
 ``benchmarks/results/cpu/step_overlap.json``; :meth:`LatencyProfile.from_published`
-builds a GPU profile from datasheet and model-card figures plus stated
-assumptions (no GPU was available to this work: every GPU number is a model).
+builds a GPU profile from datasheet and model-card figures, four constants
+measured on an H200 with torch alone (``benchmarks/gpu_overlap.py``: bandwidth
+shares, eager launch cost, same-GPU interference) and stated assumptions; no
+GPU profile has been measured inside vLLM.
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ class LatencyProfile:
         peak); the drafter stays BF16 and always runs with tensor parallelism 1
         (the paper's ``draft_tensor_parallel_size: 1``). ``draft_on_own_device``
         puts the drafter on one more GPU (the paper's layout; ``i = 0``);
-        otherwise it shares the target's (first) GPU and ``i`` is the drafter's
-        GPU-busy share of its forward (see :data:`SAME_GPU_NOTE`). Stock SD uses
+        otherwise it shares the target's (first) GPU and ``i`` is the measured
+        :data:`SAME_GPU_INTERFERENCE` (eager, as the paper ran). Stock SD uses
         the same drafter costs: the paper's baseline ran the drafter (TP 1) on
         the target's first GPU, one lane after the other. ``prompt_tokens`` and
         ``output_tokens`` set the mean context (KV reads per request) and the
@@ -171,10 +173,10 @@ class LatencyProfile:
             host_ms_per_layer = EAGER_HOST_MS_PER_LAYER
         if target_bytes_per_param not in (0.5, 1, 2):
             raise ValueError("target_bytes_per_param: 2 (BF16), 1 (FP8) or 0.5 (INT4 weights)")
-        bw = gpu.bandwidth_tb_s * BANDWIDTH_EFFICIENCY * 1e9  # bytes per ms
         context = prompt_tokens + output_tokens // 2
 
-        def forward(shape: ModelShape, tp: int, bytes_per_param: float) -> ForwardCost:
+        def forward(shape: ModelShape, tp: int, bytes_per_param: float, bandwidth_efficiency: float) -> ForwardCost:
+            bw = gpu.bandwidth_tb_s * bandwidth_efficiency * 1e9  # bytes per ms
             flops = (gpu.fp8_tflops if bytes_per_param == 1 else gpu.bf16_tflops) * COMPUTE_EFFICIENCY * 1e9
             weights_ms = shape.read_params_b * 1e9 * bytes_per_param / tp / bw
             allreduce_ms = 2 * shape.layers * gpu.allreduce_ms if tp > 1 else 0.0
@@ -188,14 +190,10 @@ class LatencyProfile:
                 host_ms=shape.layers * host_ms_per_layer,
             )
 
-        target_cost = forward(target, target_devices, target_bytes_per_param)
-        draft_cost = forward(draft, 1, 2)
+        target_cost = forward(target, target_devices, target_bytes_per_param, BANDWIDTH_EFFICIENCY)
+        draft_cost = forward(draft, 1, 2, DRAFT_BANDWIDTH_EFFICIENCY)
         if interference is None:
-            if draft_on_own_device:
-                interference = 0.0
-            else:
-                n = SAME_GPU_REFERENCE_BATCH
-                interference = min(1.0, draft_cost.device_ms(n, 1) / draft_cost.time_ms(n, 1))
+            interference = 0.0 if draft_on_own_device else SAME_GPU_INTERFERENCE
         dtype = {2: "BF16", 1: "FP8", 0.5: "INT4"}[target_bytes_per_param]
         place = " + drafter on its own GPU" if draft_on_own_device else ", drafter on the same GPU"
         layout = f"{dtype} target TP={target_devices}{place}"
@@ -214,7 +212,7 @@ class LatencyProfile:
             max_running=kv_capacity(target, draft, gpu, target_devices, draft_on_own_device,
                                     target_bytes_per_param, gpu_memory_utilization=gpu_memory_utilization,
                                     tokens_per_request=prompt_tokens + output_tokens),
-            notes="published figures + assumptions (minedraft/cost_model/profile.py); not measured",
+            notes="published figures, H200 torch-level measurements and assumptions (minedraft/cost_model/profile.py)",
         )
 
 
@@ -290,6 +288,8 @@ def draft_cost_ratio(draft: ModelShape, calibrated: ModelShape, context_tokens: 
 # 1,979 FP8 TFLOPS; A100 SXM4 80 GB at 2.04 TB/s, 312 BF16 TFLOPS, no FP8. The paper's GPU model is not known
 # (minedraft-paper.md §1.4: "A100 80GB / H100 / L40 recommended"); H100 is an assumption, A100 a sensitivity.
 H100_SXM = Accelerator("H100 SXM5 80GB", 80.0, 3.35, 989.0, 1979.0)
+# H200 SXM 141 GB HBM3e at 4.8 TB/s, the H100's compute (datasheet): the GPU benchmarks/gpu_overlap.py ran on.
+H200 = Accelerator("H200 SXM 141GB", 141.0, 4.8, 989.0, 1979.0)
 A100_SXM = Accelerator("A100 SXM4 80GB", 80.0, 2.04, 312.0, 0.0)
 # L40 (48 GB GDDR6 at 0.864 TB/s, 181 dense BF16 TFLOPS, PCIe only: slower all-reduce, assumed 0.05 ms).
 L40 = Accelerator("L40 48GB", 48.0, 0.864, 181.0, 362.0, allreduce_ms=0.05)
@@ -314,6 +314,9 @@ QWEN3_8B = ModelShape.from_config("Qwen3-8B", {
 LLAMA3_70B = ModelShape.from_config("Llama-3.3-70B (AWQ INT4)", {
     "hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
     "intermediate_size": 28672, "vocab_size": 128256})
+LLAMA3_2_1B = ModelShape.from_config("Llama-3.2-1B", {
+    "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True})
 LLAMA3_8B = ModelShape.from_config("Llama-3.1-8B", {
     "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
     "intermediate_size": 14336, "vocab_size": 128256})
@@ -330,17 +333,28 @@ EAGLE_VICUNA_33B = dataclasses.replace(
     non_embedding_params_b=_EAGLE_LAYER.non_embedding_params_b + 2 * 6656 * 6656 / 1e9,
     params_b=_EAGLE_LAYER.non_embedding_params_b + 2 * 6656 * 6656 / 1e9 + 6656 * 32000 / 1e9)
 
+# Measured on an NVIDIA H200 (benchmarks/results/nvidia-h200/gpu_overlap.json, 2026-11-26; torch alone, bf16
+# decoder stacks of Llama-3.1-8B and Llama-3.2-1B shapes, context 512): calibrate.fit_gpu_overlap fits these
+# on that file, and tests/unit/cost_model/test_profile.py checks they agree with it.
+# Share of the datasheet HBM bandwidth a forward reaches streaming its weights (graph replay, one request):
+BANDWIDTH_EFFICIENCY = 0.66  # the target (Llama-3.1-8B shape)
+DRAFT_BANDWIDTH_EFFICIENCY = 0.49  # the drafter (Llama-3.2-1B shape): smaller GEMMs reach less
+# Host time per decoder layer to launch its kernels through PyTorch eager (the paper ran --enforce-eager;
+# the stack launches about a dozen kernels per layer). It hides under the GPU for Qwen3-32B, not for a small drafter.
+EAGER_HOST_MS_PER_LAYER = 0.15
+# Target and drafter on one GPU, the drafts on MineDraft's side stream: an overlapped step costs
+# max + i * min. Eager: the one host thread launches both lanes, so the drafter's host time cannot hide
+# (0.92); with both lanes replayed as CUDA graphs the GPU runs them together and they share its memory
+# bandwidth (0.57). The profiles model eager execution.
+SAME_GPU_INTERFERENCE = 0.92
+SAME_GPU_INTERFERENCE_GRAPHS = 0.57
 # Assumptions (inferred, not measured here):
-BANDWIDTH_EFFICIENCY = 0.80  # share of HBM bandwidth decode GEMMs and attention reach
 COMPUTE_EFFICIENCY = 0.60  # share of dense BF16 peak the verification GEMMs reach
 # The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);
 # assume a 384-token mean prompt, so the mean context during decode is 384 + 128.
 MEAN_PROMPT_TOKENS = 384
 PAPER_OUTPUT_TOKENS = 256
 MEAN_CONTEXT_TOKENS = MEAN_PROMPT_TOKENS + PAPER_OUTPUT_TOKENS // 2
-# The paper ran --enforce-eager (minedraft-paper.md §1.3): host time per decoder layer to launch its
-# ~10 kernels through PyTorch eager. It hides under the GPU for Qwen3-32B, not for Qwen3-1.7B.
-EAGER_HOST_MS_PER_LAYER = 0.08
 TP_ALLREDUCE_MS = H100_SXM.allreduce_ms  # one small NVLink all-reduce; two per layer under tensor parallelism
 SAMPLING_MS = 0.3  # logits to sampled ids, per forward
 VERIFY_FIXED_MS = 0.5  # rejection sampling and proposal bookkeeping per verification step
@@ -351,12 +365,6 @@ STEP_OVERHEAD_PER_REQUEST_MS = 0.02
 GPU_MEMORY_UTILIZATION = 0.90  # vLLM's default
 PAPER_GPU_MEMORY_UTILIZATION = 0.65  # the paper's scripts: --gpu-memory-utilization 0.65
 ACTIVATION_RESERVE_GB = 2.0  # activations, sampler and workspace per GPU
-SAME_GPU_REFERENCE_BATCH = 16
-SAME_GPU_NOTE = (
-    "drafter on the target's GPU: both lanes are HBM-bound, so the drafter's GPU-busy time (weights + KV "
-    "reads) cannot hide under the target's forward; only its eager host time can. i = drafter GPU-busy "
-    f"time / drafter forward time at batch {SAME_GPU_REFERENCE_BATCH}."
-)
 
 
 def kv_capacity(target: ModelShape, draft: ModelShape, gpu: Accelerator, target_devices: int,

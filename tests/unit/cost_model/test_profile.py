@@ -59,3 +59,22 @@ def test_kv_capacity_puts_the_drafter_on_the_first_gpu():
     cap = kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 4, True, gpu_memory_utilization=0.65, tokens_per_request=384)
     assert cap["stock_sd"] < cap["minedraft_parallel"] < cap["no_sd"]
     assert kv_capacity(QWEN3_32B, QWEN3_8B, H100_SXM, 1, False, gpu_memory_utilization=0.65)["stock_sd"] == 0
+
+
+def test_measured_gpu_constants_agree_with_the_committed_h200_run():
+    """The published-figure profile's measured constants are the fit of benchmarks/gpu_overlap.py's
+    committed rows: rerunning the benchmark without updating them fails here."""
+    from pathlib import Path
+
+    from minedraft.cost_model import profile
+    from minedraft.cost_model.calibrate import fit_gpu_overlap
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "nvidia-h200" / "gpu_overlap.json"
+    fit = fit_gpu_overlap(path)
+    assert fit.bandwidth_efficiency["target"] == pytest.approx(profile.BANDWIDTH_EFFICIENCY, abs=0.005)
+    assert fit.bandwidth_efficiency["draft"] == pytest.approx(profile.DRAFT_BANDWIDTH_EFFICIENCY, abs=0.005)
+    assert fit.host_ms_per_layer == pytest.approx(profile.EAGER_HOST_MS_PER_LAYER, abs=0.005)
+    assert fit.interference["eager"] == pytest.approx(profile.SAME_GPU_INTERFERENCE, abs=0.005)
+    assert fit.interference["graph"] == pytest.approx(profile.SAME_GPU_INTERFERENCE_GRAPHS, abs=0.005)
+    # Sharing one GPU costs: neither mode overlaps as separate devices would (i = 0).
+    assert 0.3 < fit.interference["graph"] < fit.interference["eager"] <= 1.1
