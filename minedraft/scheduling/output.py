@@ -26,10 +26,13 @@ class MineDraftSchedulerOutput(SchedulerOutput):
         draft_only_req_ids: list[str],
         defer_drafts: bool,
     ) -> MineDraftSchedulerOutput:
-        values = {f.name: getattr(base, f.name) for f in fields(SchedulerOutput)}
+        values = {name: getattr(base, name) for name in _SCHEDULER_OUTPUT_FIELDS}
         return cls(
             **values, draft_only_req_ids=draft_only_req_ids, defer_drafts=defer_drafts
         )
+
+
+_SCHEDULER_OUTPUT_FIELDS = tuple(f.name for f in fields(SchedulerOutput))  # once: fields() costs per call
 
 
 @dataclass

@@ -165,6 +165,27 @@ class MineDraftRunnerMixin:
         if drafter is not None:
             drafter.propose = lambda *args, **kwargs: self._propose(args, kwargs)
 
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+        """A step whose drafter skips (depth 0 with a catch-up) and that verifies no draft is
+        prepared as the target alone's: vLLM's spec-decode metadata (zero drafts per request,
+        its index arithmetic and copies: ~0.2 ms a step on CPU) would only feed the rejection
+        sampler, which such a step skips (``_sample``), and the drafter, which skips it. Hybrid
+        models keep it: their recurrent backends read a zero-draft decode at the speculative
+        offset (vLLM's ``num_decode_draft_tokens``)."""
+        if not self._prepares_as_target_alone(scheduler_output):
+            return super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        # vLLM's _prepare_inputs reads speculative_config once, to choose between the two paths.
+        speculative_config, self.speculative_config = self.speculative_config, None
+        try:
+            return super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        finally:
+            self.speculative_config = speculative_config
+
+    def _prepares_as_target_alone(self, scheduler_output) -> bool:
+        return (self.draft_catch_up is not None and not self.model_config.is_hybrid
+                and scheduler_output.num_spec_tokens_to_schedule == 0
+                and not scheduler_output.scheduled_spec_decode_tokens)
+
     def propose_draft_token_ids(self, scheduler_output, *args, **kwargs):
         """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
         padded metadata: ~0.3 ms a step on CPU) is skipped with the forward it prepares; the

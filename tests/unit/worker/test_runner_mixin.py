@@ -64,6 +64,9 @@ class FakeVllmRunner:
     def _sample(self, logits, spec_decode_metadata):
         return "rejection sampler" if spec_decode_metadata is not None else "plain sampler"
 
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens):
+        return "with spec-decode metadata" if self.speculative_config is not None else "as the target alone"
+
 
 class Runner(MineDraftRunnerMixin, FakeVllmRunner):
     def _make_draft_lane(self):
@@ -177,3 +180,21 @@ def test_a_step_without_drafts_takes_vllm_s_plain_sampler():
     assert runner._sample("logits", SimpleNamespace(max_spec_len=0)) == "plain sampler"
     assert runner._sample("logits", SimpleNamespace(max_spec_len=2)) == "rejection sampler"
     assert runner._sample("logits", None) == "plain sampler"
+
+
+@pytest.mark.parametrize("depth, drafts, catch_up, hybrid, expected", [
+    (0, {}, True, False, "as the target alone"),  # the drafter skips and nothing is verified
+    (0, {"a": [7]}, True, False, "with spec-decode metadata"),  # drafts made before depth 0 are verified
+    (2, {}, True, False, "with spec-decode metadata"),  # the drafter runs: it reads the metadata
+    (0, {}, False, False, "with spec-decode metadata"),  # no catch-up: the drafter's forward runs
+    (0, {}, True, True, "with spec-decode metadata"),  # recurrent backends read zero-draft decodes
+])
+def test_a_step_the_drafter_skips_is_prepared_as_the_target_alone(depth, drafts, catch_up, hybrid, expected):
+    runner = Runner(Drafter())
+    runner.draft_catch_up = object() if catch_up else None
+    runner.model_config = SimpleNamespace(is_hybrid=hybrid)
+    step = SchedulerOutput.make_empty()
+    step.num_spec_tokens_to_schedule, step.scheduled_spec_decode_tokens = depth, drafts
+    speculative_config = runner.speculative_config
+    assert runner._prepare_inputs(step, None) == expected
+    assert runner.speculative_config is speculative_config  # restored
