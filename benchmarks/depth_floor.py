@@ -20,7 +20,9 @@ arguments and layout (``sweep.py`` is reused).
     python benchmarks/depth_floor.py              # ~10 min on 2 idle cores
     python benchmarks/depth_floor.py --replot     # plot and table from the JSON
 
-Writes ``benchmarks/results/cpu/depth_floor.json`` and ``depth_floor.png``.
+Writes ``benchmarks/results/cpu/depth_floor.json`` and ``depth_floor.png`` (another ``--draft``:
+``depth_floor_<draft>.*``; ``--draft eagle3``: the kit's EAGLE-3 head, whose depth-0 forward MineDraft
+skips too).
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    path = OUT / "depth_floor.json"
+    stem = "depth_floor" if args.draft == "draft_perturbed" else f"depth_floor_{args.draft}"
+    path = OUT / f"{stem}.json"
     if args.replot:
         result = json.loads(path.read_text())
     else:
@@ -155,7 +158,7 @@ def main(argv=None) -> None:
         OUT.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {path}")
-    print(f"wrote {plot(result['rows'], OUT / 'depth_floor.png', result['meta']['device_label'])}")
+    print(f"wrote {plot(result['rows'], OUT / f'{stem}.png', result['meta']['device_label'])}")
     print("\n" + markdown(result["rows"], result["meta"]))
 
 

@@ -68,10 +68,15 @@ class MineDraftSettings:
     # user gives vLLM's num_speculative_tokens_per_batch_size (see depth_control). Not in stock
     # mode, which stays vLLM's behaviour.
     speculation_depth: str | None = None
-    # The draft model at depth 0 (speculation turned off by the depth controller or by vLLM's
-    # num_speculative_tokens_per_batch_size): skip its forward and feed it the skipped tokens when it
-    # next drafts (worker/draft_catch_up.py), or run it every step as vLLM does. Draft-model method only.
+    # The draft model or EAGLE head at depth 0 (speculation turned off by the depth controller or by
+    # vLLM's num_speculative_tokens_per_batch_size): skip its forward and feed it the skipped tokens when
+    # it next drafts (worker/draft_catch_up.py), or run it every step as vLLM does. Methods draft_model,
+    # eagle and eagle3.
     idle_drafter: str = "skip"
+    # The most of the target's hidden states an EAGLE head's skipped depth-0 calls keep for its
+    # catch-up, in all (T x H x dtype bytes per skipped token, 3x that for EAGLE-3). A depth-0 step
+    # that would keep more runs the head, as vLLM does: exact either way.
+    catch_up_max_mib: float = 256.0
 
     def __post_init__(self) -> None:
         for name in ENV:
@@ -142,14 +147,14 @@ def _check(name: str, value: Any, source: str) -> Any:
     if name == "drafter_timeout_s" and (isinstance(value, bool) or not isinstance(value, (int, float))
                                         or not value > 0):
         raise MineDraftConfigError(f"{source}={value!r}: drafter_timeout_s must be a positive number of seconds.")
-    if name == "capture_max_mib" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not value >= 0):
-        raise MineDraftConfigError(f"{source}={value!r}: capture_max_mib must be a number of MiB >= 0.")
+    if name in ("capture_max_mib", "catch_up_max_mib") and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise MineDraftConfigError(f"{source}={value!r}: {name} must be a number of MiB >= 0.")
     return value
 
 
 def _from_env(name: str, raw: str) -> Any:
-    if name in ("drafter_timeout_s", "capture_max_mib"):
+    if name in ("drafter_timeout_s", "capture_max_mib", "catch_up_max_mib"):
         try:
             return float(raw)
         except ValueError:

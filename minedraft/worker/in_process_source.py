@@ -13,9 +13,9 @@ job_this_step)`` at the start of every step, with nothing on the lane (the
 CPU kernel lock), and ``on_captured(lane)`` right after a call was captured
 (the CUDA lane's capture event).
 
-With a ``catch_up`` (the draft-model method, ``idle_drafter=skip``), a depth-0
-call runs no forward, and a later call first feeds the drafter the tokens its
-requests skipped (``draft_catch_up.py``), now, before the call is drafted or
+With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), a
+depth-0 call runs no forward, and a later call first feeds the drafter the tokens
+its requests skipped (``draft_catch_up.py``), now, before the call is drafted or
 captured.
 """
 
@@ -34,6 +34,8 @@ from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
 
+CATCH_UP_LINE = "MineDraft: first catch-up"
+
 
 class InProcessDraftSource(DraftSource):
     """``propose``: the drafter's own method (None where vLLM built no drafter: then nothing calls it)."""
@@ -48,10 +50,12 @@ class InProcessDraftSource(DraftSource):
         self._before_run, self._on_captured = before_run, on_captured
         self.profiler = profiler
         self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
+        self._caught_up_once = False
 
     def prepare(self, call: ProposeCall) -> DraftJob:
-        if self._skips(call):
-            job = DraftJob.completed(call.req_ids, self.catch_up.skip(call))
+        skipped = self._skip(call)
+        if skipped is not None:
+            job = DraftJob.completed(call.req_ids, skipped)
         else:
             self._feed_skipped(call)
             job = self._capture_or_draft_now(call)
@@ -59,8 +63,9 @@ class InProcessDraftSource(DraftSource):
         return job
 
     def draft_now(self, call: ProposeCall) -> Any:
-        if self._skips(call):
-            return self.catch_up.skip(call)
+        skipped = self._skip(call)
+        if skipped is not None:
+            return skipped
         self._feed_skipped(call)
         return self._propose_now(call)
 
@@ -72,13 +77,22 @@ class InProcessDraftSource(DraftSource):
         self._keep_joined()  # the drafter's buffers belong to one call at a time
         return self.propose(*call.args, **call.kwargs)
 
-    def _skips(self, call: ProposeCall) -> bool:
-        return self.catch_up is not None and call.depth == 0
+    def _skip(self, call: ProposeCall) -> Any:
+        """A depth-0 call's result without its forward; None where the call runs."""
+        if self.catch_up is None or call.depth != 0:
+            return None
+        return self.catch_up.skip(call)
 
     def _feed_skipped(self, call: ProposeCall) -> None:
-        if self.catch_up is not None:
-            for catch_up in self.catch_up.calls_before(call):
-                self._propose_now(catch_up)
+        if self.catch_up is None:
+            return
+        for catch_up in self.catch_up.calls_before(call):
+            self._propose_now(catch_up)
+            if not self._caught_up_once:
+                self._caught_up_once = True
+                logger.info("%s: the drafter skipped its forward in %d depth-0 steps and caught up on "
+                            "%d tokens (RFC §2.5)", CATCH_UP_LINE, self.catch_up.skipped_calls,
+                            self.catch_up.caught_up_tokens)
 
     def run(self, job: DraftJob | None) -> None:
         self._before_run(self.lane, job is not None)

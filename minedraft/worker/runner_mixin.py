@@ -51,6 +51,9 @@ from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
 
+# Drafters whose depth-0 forward the catch-up replaces (draft_catch_up.py).
+CATCH_UP_METHODS = ("draft_model", "eagle", "eagle3")
+
 
 class LanePlanError(RuntimeError):
     """The worker got a step the scheduler did not plan for MineDraft."""
@@ -89,16 +92,20 @@ class MineDraftRunnerMixin:
             catch_up=self.draft_catch_up)
 
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
-        """At depth 0 the draft model skips its forward (``idle_drafter=skip``; the draft-model
-        method only: EAGLE's catch-up would need the target's hidden states of the skipped tokens)."""
-        if self.settings.idle_drafter != "skip" or self.speculative_config.method != "draft_model":
+        """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an
+        EAGLE head's catch-up feeds it the target's hidden states its skipped calls kept (up to
+        ``catch_up_max_mib``). Not where positions are M-RoPE's (the catch-up builds 1-D ones)."""
+        method = self.speculative_config.method
+        if self.settings.idle_drafter != "skip" or method not in CATCH_UP_METHODS or self.uses_mrope:
             return None
         # Read at call time: vLLM rebuilds its input batch and sets the block size with the KV cache.
         return DraftCatchUp(
             token_ids=lambda row: self.input_batch.token_ids_cpu[row],
             computed=lambda row: int(self.input_batch.num_computed_tokens_cpu[row]),
             block_size=lambda: self.drafter.block_size,
-            max_tokens=self.vllm_config.scheduler_config.max_num_batched_tokens, device=self.device)
+            max_tokens=self.vllm_config.scheduler_config.max_num_batched_tokens, device=self.device,
+            keeps_hidden_states=method != "draft_model",
+            max_hidden_bytes=int(self.settings.catch_up_max_mib * 2**20))
 
     # -------------------------------------------------------------- platform hooks (in-process source)
     def _make_draft_lane(self) -> Lane:
@@ -187,11 +194,14 @@ class MineDraftRunnerMixin:
                 and not scheduler_output.scheduled_spec_decode_tokens)
 
     def propose_draft_token_ids(self, scheduler_output, *args, **kwargs):
-        """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
-        padded metadata: ~0.3 ms a step on CPU) is skipped with the forward it prepares; the
-        step is recorded as skipped (``_propose`` with the step's depth, 0). Its outputs are only
-        needed with async scheduling, which MineDraft turns off."""
-        if self.draft_catch_up is not None and scheduler_output.num_spec_tokens_to_schedule == 0:
+        """At depth 0 with the draft model's catch-up, vLLM's preparation of the drafter's inputs
+        (next tokens, padded metadata: ~0.3 ms a step on CPU) is skipped with the forward it
+        prepares; the step is recorded as skipped (``_propose`` with the step's depth, 0). Its
+        outputs are only needed with async scheduling, which MineDraft turns off. An EAGLE head's
+        skipped call keeps what vLLM prepares: the target's hidden states."""
+        catch_up = self.draft_catch_up
+        if (catch_up is not None and not catch_up.keeps_hidden_states
+                and scheduler_output.num_spec_tokens_to_schedule == 0):
             return self._propose((), {})
         return super().propose_draft_token_ids(scheduler_output, *args, **kwargs)
 

@@ -81,6 +81,23 @@ def minedraft_eagle3(kit):
     return run_eagle3("minedraft_parallel", kit)
 
 
+def run_eagle3_depth_table(mode: str, kit, log_dir=None) -> dict:
+    return run_mode(mode, str(kit.target), str(kit.eagle3), method="eagle3", log_dir=log_dir,
+                    speculation_extra={"num_speculative_tokens_per_batch_size": DEPTH_TABLE})
+
+
+@pytest.fixture(scope="module")
+def stock_eagle3_depth_table(kit):
+    return run_eagle3_depth_table("stock_sd", kit)
+
+
+@pytest.fixture(scope="module")
+def minedraft_eagle3_depth_table(kit, tmp_path_factory):
+    log_dir = tmp_path_factory.mktemp("eagle3_depth_table")
+    result = run_eagle3_depth_table("minedraft_parallel", kit, log_dir=log_dir)
+    return {**result, "log": (log_dir / "minedraft_parallel.log").read_text()}
+
+
 @pytest.fixture(scope="module")
 def minedraft_eagle3_capped(kit, tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("eagle3_capped")
@@ -89,10 +106,10 @@ def minedraft_eagle3_capped(kit, tmp_path_factory):
 
 
 MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
-                  "minedraft_depth_auto", "minedraft_depth_table"]
+                  "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table"]
 
 
-@pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3"])
+@pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
 def test_stock_sd_matches_target(target_alone, run, request):
     assert request.getfixturevalue(run)["tokens"] == target_alone["tokens"]
 
@@ -116,6 +133,17 @@ def test_the_kit_eagle3_head_is_really_trained(stock_eagle3):
 def test_deferred_eagle3_accepts_like_stock_eagle3(stock_eagle3, minedraft_eagle3):
     """The deferred call is the call stock SD makes, one step later, with the same hidden states."""
     assert abs(_acceptance_length(minedraft_eagle3["metrics"]) - _acceptance_length(stock_eagle3["metrics"])) < 0.1
+
+
+def test_a_skipping_eagle3_head_accepts_like_stock_eagle3_at_the_same_depths(stock_eagle3_depth_table,
+                                                                             minedraft_eagle3_depth_table):
+    """At depth 0 MineDraft's EAGLE-3 head skips its forward and later catches up on the hidden states
+    its skipped steps kept (worker/draft_catch_up.py); stock vLLM runs the head every step. The head's
+    KV cache is the same either way, so acceptance is too (float32 sums differ between a catch-up
+    pass and single steps, hence a tolerance)."""
+    assert "MineDraft: first catch-up" in minedraft_eagle3_depth_table["log"]
+    assert abs(_acceptance_length(minedraft_eagle3_depth_table["metrics"])
+               - _acceptance_length(stock_eagle3_depth_table["metrics"])) < 0.1
 
 
 def test_the_depth_controller_changed_depth_during_the_run(minedraft_depth_auto):

@@ -28,6 +28,8 @@ def test_defaults_then_environment_then_additional_config():
     ({CONFIG_KEY: "parallel"}, {}, "must be an object"),
     ({}, {"MINEDRAFT_CAPTURE_MAX_MIB": "lots"}, "MINEDRAFT_CAPTURE_MAX_MIB='lots' is not a number."),
     ({CONFIG_KEY: {"capture_max_mib": -1}}, {}, "capture_max_mib must be a number of MiB >= 0"),
+    ({CONFIG_KEY: {"catch_up_max_mib": "lots"}}, {}, "catch_up_max_mib must be a number of MiB >= 0"),
+    ({}, {"MINEDRAFT_CATCH_UP_MAX_MIB": "x"}, "MINEDRAFT_CATCH_UP_MAX_MIB='x' is not a number"),
 ])
 def test_bad_settings_are_one_line_naming_their_source(additional, env, message):
     with pytest.raises(MineDraftConfigError) as err:
@@ -68,6 +70,12 @@ def test_scheduler_follows_its_config(model_dir, monkeypatch):
     sched = make_scheduler(model_dir, MineDraftScheduler)
     assert sched.settings.mode == "stock" and sched.mode_policy.mode == "stock"
     assert sched.lane_placement == "cpu-threads"
+
+
+def test_catch_up_max_mib_from_env_and_config():
+    assert MineDraftSettings.parse({}, environ={}).catch_up_max_mib == 256.0
+    assert MineDraftSettings.parse({}, environ={"MINEDRAFT_CATCH_UP_MAX_MIB": "0.5"}).catch_up_max_mib == 0.5
+    assert MineDraftSettings.parse({CONFIG_KEY: {"catch_up_max_mib": 0}}, environ={}).catch_up_max_mib == 0
 
 
 def test_capture_max_mib_from_env_and_config():

@@ -1,9 +1,11 @@
-"""The draft model's catch-up: skipping depth-0 forwards and feeding the skipped tokens later leaves
+"""The drafter's catch-up: skipping depth-0 forwards and feeding the skipped tokens later leaves
 the draft's KV cache as running every forward does.
 
-The fake proposer does what vLLM's draft-model first pass does with a call's inputs: each
-request's query tokens at their positions, and the next token on one extra slot after them,
-written to the slots the request's block table gives.
+The fake proposers do what vLLM's first passes do with a call's inputs: the draft model writes
+each request's query tokens at their positions, and the next token on one extra slot after
+them; an EAGLE head writes, at each query position, the next token (the query shifted by one,
+the next token last) with the target's hidden state there. Both write to the slots the
+request's block table gives.
 """
 
 from __future__ import annotations
@@ -41,6 +43,27 @@ class FakeDraftModel:
         return torch.zeros(cad.num_reqs, kw["num_speculative_tokens"], dtype=torch.int64)
 
 
+class FakeEagleHead(FakeDraftModel):
+    def propose(self, **kw):
+        cad: CommonAttentionMetadata = kw["common_attn_metadata"]
+        starts = cad.query_start_loc_cpu.tolist()
+        hidden = kw["target_hidden_states"]
+        assert hidden is not None and hidden.shape[0] >= starts[-1]
+        for i in range(cad.num_reqs):
+            positions = kw["target_positions"][starts[i]:starts[i + 1]].tolist()
+            tokens = kw["target_token_ids"][starts[i]:starts[i + 1]].tolist()[1:] + [int(kw["next_token_ids"][i])]
+            for j, (pos, tok) in enumerate(zip(positions, tokens)):
+                slot = int(cad.block_table_tensor[i, pos // BLOCK]) * BLOCK + pos % BLOCK
+                self.kv[slot] = (tok, tuple(hidden[starts[i] + j].tolist()))
+        self.calls.append(kw["num_speculative_tokens"])
+        return torch.zeros(cad.num_reqs, kw["num_speculative_tokens"], dtype=torch.int64)
+
+
+def hidden_state(req_id: str, position: int) -> list[float]:
+    """The target's (fake) hidden state of a request's token: it differs by request and position."""
+    return [float(ord(req_id)), float(position)]
+
+
 class Batch:
     """Requests' histories (prompt + sampled tokens), block tables and computed tokens."""
 
@@ -73,8 +96,12 @@ class Batch:
             num_reqs=len(req_ids), num_actual_tokens=len(query), max_query_len=max(np.diff(starts)),
             max_seq_len=max(seq_lens), block_table_tensor=torch.tensor([self.blocks[r] for r in req_ids]),
             slot_mapping=torch.zeros(len(query), dtype=torch.int64))
+        hidden = torch.tensor([hidden_state(r, p) for r in req_ids
+                               for p in range(self.computed[r], seq_lens[req_ids.index(r)])])
+        # vLLM's buffer holds more rows than the call's tokens, and is reused by the next step.
+        hidden = torch.cat([hidden, torch.full((3, 2), -1.0)])
         kwargs = dict(num_speculative_tokens=depth, target_token_ids=torch.tensor(query, dtype=torch.int32),
-                      target_positions=torch.tensor(positions), target_hidden_states=None,
+                      target_positions=torch.tensor(positions), target_hidden_states=hidden,
                       next_token_ids=torch.tensor(next_tokens, dtype=torch.int32), token_indices_to_sample=None,
                       common_attn_metadata=cad, sampling_metadata=None, mm_embed_inputs=None,
                       num_rejected_tokens_gpu=None, slot_mappings=None)
@@ -84,22 +111,29 @@ class Batch:
         for r, n in zip(call.req_ids, call.kwargs["common_attn_metadata"].seq_lens.tolist()):
             self.computed[r] = n
 
-    def catch_up(self, model: FakeDraftModel, max_tokens: int = 1 << 20) -> DraftCatchUp:
+    def catch_up(self, model: FakeDraftModel, max_tokens: int = 1 << 20, max_hidden_bytes: int | None = None
+                 ) -> DraftCatchUp:
+        eagle = isinstance(model, FakeEagleHead)
         return DraftCatchUp(token_ids=lambda row: np.array(self.tokens[self.rows[row]]),
                             computed=lambda row: self.computed[self.rows[row]],
-                            block_size=lambda: BLOCK, max_tokens=max_tokens, device=torch.device("cpu"))
+                            block_size=lambda: BLOCK, max_tokens=max_tokens, device=torch.device("cpu"),
+                            keeps_hidden_states=eagle,
+                            max_hidden_bytes=(1 << 30) if max_hidden_bytes is None else max_hidden_bytes)
 
 
-def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20, chunk: int = 5):
-    """The steps of ``depths`` (each request scheduled unless ``schedule(step)`` says which)."""
+def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20, chunk: int = 5,
+        head: type[FakeDraftModel] = FakeDraftModel, max_hidden_bytes: int | None = None):
+    """The steps of ``depths`` (each request scheduled unless ``schedule(step)`` says which), the
+    depth-0 calls skipped where the catch-up takes them (as InProcessDraftSource does)."""
     batch = Batch({"a": 13, "b": 3, "c": 30})
-    model = FakeDraftModel(max_tokens if skip else None)
-    catch_up = batch.catch_up(model, max_tokens)
+    model = head(max_tokens if skip else None)
+    catch_up = batch.catch_up(model, max_tokens, max_hidden_bytes)
     for step, depth in enumerate(depths):
         req_ids = schedule(step) if schedule else ["a", "b", "c"]
         call = batch.step(req_ids, depth, chunk)
-        if skip and depth == 0:
-            assert catch_up.skip(call).shape == (len(req_ids), 0)
+        skipped = catch_up.skip(call) if skip and depth == 0 else None
+        if skipped is not None:
+            assert skipped.shape == (len(req_ids), 0)
         else:
             for fed in (catch_up.calls_before(call) if skip else ()):
                 model.propose(**fed.kwargs)
@@ -154,3 +188,30 @@ def test_released_requests_are_forgotten():
     assert not catch_up.behind
     batch.computed["a"] = 0  # preempted: computed again from the start
     assert list(catch_up.calls_before(batch.step(["a"], 3, 8))) == []
+
+
+@pytest.mark.parametrize("depths", [DEPTHS, [0] * 6 + [3, 3], [3, 0, 3, 0, 0, 2]])
+def test_an_eagle_head_catches_up_with_the_hidden_states_its_skipped_calls_kept(depths):
+    every, _ = run(depths, skip=False, head=FakeEagleHead)
+    skipped, catch_up = run(depths, skip=True, head=FakeEagleHead, max_tokens=9)
+    assert skipped.kv == every.kv
+    assert catch_up.skipped_calls == depths.count(0) and not catch_up.hidden and catch_up.hidden_bytes == 0
+
+
+def test_an_eagle_call_over_the_hidden_state_budget_runs_and_the_kv_stays_right():
+    """A depth-0 step whose hidden states would not fit runs the head (its requests caught up first)."""
+    budget = 16 * 2 * 4  # 16 tokens of two float32 values: two steps of these three requests do not fit
+    every, _ = run(DEPTHS, skip=False, head=FakeEagleHead)
+    skipped, catch_up = run(DEPTHS, skip=True, head=FakeEagleHead, max_hidden_bytes=budget)
+    assert skipped.kv == every.kv
+    assert 0 < catch_up.skipped_calls < DEPTHS.count(0)  # some skipped, some ran for the budget
+    assert 0 in skipped.calls
+
+
+def test_released_requests_drop_their_hidden_states():
+    batch = Batch({"a": 4, "b": 6})
+    catch_up = batch.catch_up(FakeEagleHead())
+    catch_up.skip(batch.step(["a", "b"], 0, 8))
+    assert catch_up.hidden_bytes == 10 * 2 * 4
+    catch_up.release({"a"})
+    assert set(catch_up.hidden) == {"b"} and catch_up.hidden_bytes == 6 * 2 * 4
