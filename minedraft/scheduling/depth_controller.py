@@ -19,7 +19,10 @@ second of whole steps, so acceptance, drafting and verification all count):
   each (every window also lasts ``min_window_s``: a few short steps are mostly
   the machine's noise) and moves to the best if it beats the verdict by ``margin`` and by
   ``confidence`` standard errors of the difference (estimated from the windows' steps: a window
-  taken while the machine was busy has a wide one and moves nothing); after a
+  taken while the machine was busy has a wide one and moves nothing). Before a move the
+  verdict is measured once more, and the move must beat its windows before and after the
+  probes, each: a machine whose speed drifted while the round went on (this project's CPU
+  VMs move by 30 % within seconds) cannot make it; after a
   move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps
   and ``exploit_s`` seconds of them (a probe window lasts a time, so the wait
   does too), both doubled after each round that kept the verdict (up to
@@ -74,6 +77,7 @@ class _LoadState:
     last_round_newest: float | None = None  # the newest running request's arrival when the last round ended
     kept_rounds: int = 0  # rounds in a row that kept the verdict
     decided: bool = False  # a round has ended here: the verdict was compared, not just inherited
+    before: Rate | None = None  # the verdict's window before the probes, while it is measured again after
 
     def rate(self, depth: int) -> Rate:
         return self.rates.setdefault(depth, Rate())
@@ -213,14 +217,28 @@ class DepthController:
 
     def _end_round(self, load: int, state: _LoadState) -> None:
         old = state.depth
+        if state.before is None:
+            best = self._moves(state, state.rate(old))
+            if best is not None:
+                # Measure the verdict once more before moving: the move must beat its windows before
+                # and after the probes, each, so a machine that sped up or slowed down while the round
+                # went on cannot make it.
+                state.before, state.rates[old] = state.rates[old], Rate()
+                state.probing = old
+                return
+        else:
+            before, after, state.before = state.before, state.rates[old], None
+            best = self._moves(state, before)
+            if best is not None and self._moves(state, after) != best:
+                best = None
+            state.rates[old] = before.plus(after)
         baseline = state.rate(old).per_second
         measured = {d: r.per_second for d, r in state.rates.items() if r.steps > 0}
         state.ceilings.update({d: state.rates[d].ceiling_per_second for d in measured})
-        best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
         state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
         state.last_round_newest = self._newest_arrival
         state.decided = True
-        if best != old and measured[best] > baseline * (1 + self.margin) and self._significant(state, best, old):
+        if best is not None:
             state.depth, state.verdict_rate = best, measured[best]
             state.rates = {best: state.rates[best]}
             state.last_round = None  # climb on: the next round starts once the new depth has its baseline
@@ -231,11 +249,23 @@ class DepthController:
             state.verdict_rate = baseline
             state.rates = {old: Rate()}  # the next window starts with fresh steps
 
-    def _significant(self, state: _LoadState, new: int, old: int) -> bool:
+    def _moves(self, state: _LoadState, verdict: Rate) -> int | None:
+        """The depth the round's probes move the verdict to against the verdict's window ``verdict``, or
+        None: the best probe, if it beats that window by ``margin`` and by ``confidence`` standard errors
+        of the difference."""
+        old = state.depth
+        measured = {d: r.per_second for d, r in state.rates.items() if d != old and r.steps > 0}
+        if not measured:
+            return None
+        best = max(measured, key=lambda d: (measured[d], -abs(d - old)))
+        if measured[best] > verdict.per_second * (1 + self.margin) and self._significant(state.rates[best], verdict):
+            return best
+        return None
+
+    def _significant(self, new: Rate, old: Rate) -> bool:
         """Is ``new``'s gain over ``old`` more than ``confidence`` standard errors of the difference?"""
-        a, b = state.rates[new], state.rates[old]
-        noise = (a.standard_error ** 2 + b.standard_error ** 2) ** 0.5
-        return a.per_second - b.per_second > self.confidence * noise
+        noise = (new.standard_error ** 2 + old.standard_error ** 2) ** 0.5
+        return new.per_second - old.per_second > self.confidence * noise
 
     def _report(self, load: int, old: int, new: int, measured: dict[int, float]) -> None:
         if self.on_change is None:

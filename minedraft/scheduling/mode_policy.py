@@ -35,7 +35,7 @@ durations and reports choice changes through ``on_change``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from minedraft.config.modes import RUNTIME_MODES as MODES
 
@@ -106,6 +106,10 @@ class Rate:
     @property
     def ceiling_per_second(self) -> float:
         return self.ceiling_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def plus(self, other: Rate) -> Rate:
+        """Both windows' steps as one window."""
+        return Rate(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Rate)))
 
 
 # Predicted parallel / plain-SD tokens/s at a load; None: no prior (measure).

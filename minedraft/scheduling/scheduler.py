@@ -194,6 +194,8 @@ class MineDraftScheduler(Scheduler):
         return Load.of(len(decodes), self._depth, *self._last_mix)
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
+        if not parallel_allowed and not self._drafting:
+            return  # no group sits this step out (every step at depth 0, or in plain SD)
         decodes = self._decode_requests()
         drafting = [r for r in decodes if r.request_id in self._drafting]
         due = [r for r in decodes if r.request_id in self._due and r.request_id not in self._drafting]
