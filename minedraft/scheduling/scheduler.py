@@ -250,9 +250,11 @@ class MineDraftScheduler(Scheduler):
         )
         self._due = next_due
         self._drafts_expected = output.num_spec_tokens_to_schedule > 0 or bool(draft_only)
+        # The depth vLLM drafts this step at: the controller's, or a user's per-batch-size table's.
+        depth = output.num_spec_tokens_to_schedule if scheduled else self._depth
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
-                               probing=self.mode_policy.probing is not None, depth=self._depth)
+                               probing=self.mode_policy.probing is not None, depth=depth)
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
 
     # ------------------------------------------------------------------ drafts

@@ -228,6 +228,18 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
     assert sched.minedraft_totals.steps_by_depth == {"3": 1, "1": 4}  # the prefill step drafted at K
 
 
+def test_the_counters_show_the_depth_of_a_user_s_per_batch_size_table(model_dir):
+    """With vLLM's num_speculative_tokens_per_batch_size the controller is off; the counters still show
+    the depth each step drafted at (vLLM's lookup: here 0 from 2 scheduled requests up)."""
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    sched.dynamic_sd_lookup = [3, 3] + [0] * 63
+    for _ in range(3):
+        out = sched.schedule()
+        assert out.num_spec_tokens_to_schedule == 0
+        worker.step(sched, out)
+    assert sched.minedraft_totals.steps_by_depth == {"3": 1, "0": 3}  # the prefill step: k, no table yet
+
+
 def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, monkeypatch):
     """A decode step at depth 0 verifies no drafts, by design: the controller still times it."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
