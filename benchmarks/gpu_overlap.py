@@ -143,6 +143,9 @@ def main(argv=None) -> None:
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="per pair: skip its rows left once this many seconds have passed (listed as skipped)")
     parser.add_argument("--replot", type=Path, help="only redraw the PNG beside this gpu_overlap.json")
+    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/<gpu name>/)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the folder's earlier rows that this run does not measure again")
     args = parser.parse_args(argv)
     if args.replot:
         data = json.loads(args.replot.read_text())
@@ -151,21 +154,32 @@ def main(argv=None) -> None:
     if not torch.cuda.is_available():
         sys.exit("gpu_overlap: no CUDA device visible")
     device, name = torch.device("cuda"), torch.cuda.get_device_name(0)
-    out = HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    out = args.out or HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
             "torch": torch.__version__, "cuda": torch.version.cuda,
-            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    rows, skipped = [], {}
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": "python benchmarks/gpu_overlap.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    rows, skipped, earlier = [], {}, []
+    if args.merge and (out / "gpu_overlap.json").exists():
+        previous = json.loads((out / "gpu_overlap.json").read_text())
+        earlier, meta["earlier_runs"] = previous["rows"], [previous["meta"], *previous["meta"].get("earlier_runs", [])]
+        previous["meta"].pop("earlier_runs", None)
 
     def save() -> None:  # after every row: a run cut short keeps what it measured
-        (out / "gpu_overlap.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": rows},
+        key = lambda r: (r["pair"], r["mode"], r["batch"], r["k"])  # noqa: E731
+        fresh = {key(r) for r in rows}
+        kept = sorted([r for r in earlier if key(r) not in fresh] + rows, key=key)
+        (out / "gpu_overlap.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": kept},
                                                          indent=1) + "\n")
 
     for pair in args.pairs:
+        started = time.monotonic()
         try:
             target, draft = (Stack(n, max(args.batches), max(args.ks) + 1, args.context, device)
                              for n in PAIRS[pair])
+            torch.cuda.synchronize()
+            print(f"{pair}: stacks built in {time.monotonic() - started:.1f} s", flush=True)
         except torch.OutOfMemoryError as e:
             skipped[pair] = f"out of memory building the stacks: {e}"
             torch.cuda.empty_cache()
@@ -179,7 +193,9 @@ def main(argv=None) -> None:
                             skipped[f"{pair} {mode} batch={b} k={k}"] = f"past --budget-s {args.budget_s}"
                             continue
                         try:
-                            rows.append({"pair": pair, **measure(target, draft, b, k, args.iters, device, mode)})
+                            row_started = time.monotonic()
+                            row = measure(target, draft, b, k, args.iters, device, mode)
+                            rows.append({"pair": pair, **row, "row_s": round(time.monotonic() - row_started, 1)})
                             print(rows[-1], flush=True)
                         except (RuntimeError, torch.OutOfMemoryError) as e:  # one failed row keeps the others
                             skipped[f"{pair} {mode} batch={b} k={k}"] = f"{type(e).__name__}: {e}"[:300]
@@ -189,7 +205,7 @@ def main(argv=None) -> None:
         del target, draft
         torch.cuda.empty_cache()
     save()
-    plot(rows, out / "gpu_overlap.png", name)
+    plot(json.loads((out / "gpu_overlap.json").read_text())["rows"], out / "gpu_overlap.png", name)
 
 
 def plot(rows: list[dict], path: Path, device: str) -> None:
