@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -88,15 +90,25 @@ def timed(fn, iters: int) -> tuple[float, float]:
     return statistics.median(times[2:]), statistics.median(host[2:])
 
 
-def as_graph(fn):
-    """``fn`` captured once as a CUDA graph: the returned callable replays it on the current stream."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
+def as_graph(fn, stream: torch.cuda.Stream):
+    """``fn`` captured once as a CUDA graph on ``stream``: the returned callable replays it on the
+    current stream.
+
+    Each lane's graph is captured on its own stream. PyTorch bakes into a graph the cuBLAS
+    workspace of (handle, capture stream) (pytorch/pytorch#193402), so two graphs captured on one
+    stream and replayed at once on two streams share one workspace. Captured that way (torch
+    2.11, H200, 2026-11-26), 4 of the 10 graph rows attempted never finished: the host waited in
+    the lane's join for an event the side stream never reached. The shared workspace is the
+    likely cause; separate capture streams have not run on a GPU yet. MineDraft's GPU path plans
+    the same separation (RFC.md §4: the drafter's graphs captured on the lane's stream; today the
+    in-process drafter runs eager on GPU).
+    """
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
         fn()  # warm-up outside the capture (allocator, cuBLAS workspaces)
-    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         fn()
     return graph.replay
 
@@ -112,7 +124,7 @@ def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device,
             draft.forward(batch, 1)
 
     if mode == "graph":
-        verify, drafts = as_graph(verify), as_graph(drafts)
+        verify, drafts = as_graph(verify, torch.cuda.Stream(device)), as_graph(drafts, lane.stream)
 
     def overlapped():
         lane.captured()
@@ -143,6 +155,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="per pair: skip its rows left once this many seconds have passed (listed as skipped)")
     parser.add_argument("--replot", type=Path, help="only redraw the PNG beside this gpu_overlap.json")
+    parser.add_argument("--row-timeout-s", type=float, default=60,
+                        help="a row still running after this long is recorded as hung and the run ends")
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/<gpu name>/)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the folder's earlier rows that this run does not measure again")
@@ -173,6 +187,12 @@ def main(argv=None) -> None:
         (out / "gpu_overlap.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": kept},
                                                          indent=1) + "\n")
 
+    def hung(row_name: str, after_s: float) -> None:  # a device that never finishes cannot be joined
+        skipped[row_name] = f"hung: not finished after {after_s:.0f} s; the run ended here"
+        save()
+        print(f"gpu_overlap: {row_name} {skipped[row_name]}", file=sys.stderr, flush=True)
+        os._exit(2)
+
     for pair in args.pairs:
         started = time.monotonic()
         try:
@@ -189,18 +209,24 @@ def main(argv=None) -> None:
             for k in args.ks:
                 for b in args.batches:
                     for mode in args.modes:
+                        row_name = f"{pair} {mode} batch={b} k={k}"
                         if time.monotonic() > deadline:
-                            skipped[f"{pair} {mode} batch={b} k={k}"] = f"past --budget-s {args.budget_s}"
+                            skipped[row_name] = f"past --budget-s {args.budget_s}"
                             continue
+                        watchdog = threading.Timer(args.row_timeout_s, hung, (row_name, args.row_timeout_s))
+                        watchdog.daemon = True
+                        watchdog.start()
                         try:
                             row_started = time.monotonic()
                             row = measure(target, draft, b, k, args.iters, device, mode)
                             rows.append({"pair": pair, **row, "row_s": round(time.monotonic() - row_started, 1)})
                             print(rows[-1], flush=True)
                         except (RuntimeError, torch.OutOfMemoryError) as e:  # one failed row keeps the others
-                            skipped[f"{pair} {mode} batch={b} k={k}"] = f"{type(e).__name__}: {e}"[:300]
+                            skipped[row_name] = f"{type(e).__name__}: {e}"[:300]
                             torch.cuda.synchronize()
                             torch.cuda.empty_cache()
+                        finally:
+                            watchdog.cancel()
                         save()
         del target, draft
         torch.cuda.empty_cache()
@@ -220,6 +246,10 @@ def plot(rows: list[dict], path: Path, device: str) -> None:
                              3.4 * max(1, len(modes))), squeeze=False)
     for row_axes, mode in zip(axes, modes):
         for ax, pair in zip(row_axes, pairs):
+            ax.set_title(f"{pair}, {mode}", fontsize=8)
+            if not any(r["pair"] == pair and r["mode"] == mode for r in rows):
+                ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
+                continue
             for k in sorted({r["k"] for r in rows}):
                 series = [r for r in rows if r["pair"] == pair and r["mode"] == mode and r["k"] == k]
                 line, = ax.plot([r["batch"] for r in series], [r["gain"] for r in series], "o-",
@@ -228,7 +258,6 @@ def plot(rows: list[dict], path: Path, device: str) -> None:
                         color=line.get_color(), label=f"k={k} ideal")
             ax.axhline(1.0, color="k", lw=0.6)
             ax.set_xscale("log", base=2)
-            ax.set_title(f"{pair}, {mode}", fontsize=8)
             ax.set_xlabel("requests per group")
             ax.set_ylabel("serial / overlapped step")
             ax.legend(fontsize=6)

@@ -209,8 +209,9 @@ def h100_reading() -> list[str]:
         "graphs), and halving the verified batch doubles the passes over the target's weights: "
         + ("parallel mode loses everywhere; the mode policy should keep stock SD." if max(same_eq)[0] < 1
            else "parallel mode loses at most points."),
-        f"- Same GPU, paper setting (2N vs N): {_span(same_pa)}, on one GPU: the little of the drafter's "
-        "time that hides, bought with twice the KV cache.",
+        f"- Same GPU, paper setting (2N vs N): {_span(same_pa)}, on one GPU: "
+        + ("the little of the drafter's time that hides, bought with twice the KV cache." if max(same_pa)[0] >= 1
+           else "twice the KV cache buys nothing, since in eager mode none of the drafter's time hides."),
         f"- Second GPU, equal concurrency: {_span(two_eq)}{wins}. The drafter no longer competes (i = 0), but "
         "each group is verified every other step; only at large N, where per-request costs dominate, does the "
         "overlap win back the second pass.",

@@ -101,9 +101,10 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
 
 
 def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
-    """vLLM captures the drafter's CUDA graphs into the target's graph pool, which assumes
-    graphs replay one at a time; on the side stream they replay during the target's. Until
-    the drafter has a pool of its own, it runs eager (RFC.md §2.2, Lanes)."""
+    """vLLM captures the drafter's CUDA graphs into the target's graph pool and on the target's
+    capture stream (so with its cuBLAS workspace), which assumes graphs replay one at a time; on
+    the side stream they replay during the target's. Until the drafter has a pool of its own and
+    is captured on the side stream, it runs eager (RFC.md §2.2, Lanes)."""
     spec = vllm_config.speculative_config
     if spec.method in MODEL_METHODS and not spec.enforce_eager:
         logger.info("MineDraft: the in-process drafter runs eager on GPU (speculative enforce_eager=True).")

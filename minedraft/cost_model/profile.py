@@ -344,10 +344,10 @@ DRAFT_BANDWIDTH_EFFICIENCY = 0.49  # the drafter (Llama-3.2-1B shape): smaller G
 EAGER_HOST_MS_PER_LAYER = 0.15
 # Target and drafter on one GPU, the drafts on MineDraft's side stream: an overlapped step costs
 # max + i * min. Eager: the one host thread launches both lanes, so the drafter's host time cannot hide
-# (0.92); with both lanes replayed as CUDA graphs the GPU runs them together and they share its memory
-# bandwidth (0.57). The profiles model eager execution.
-SAME_GPU_INTERFERENCE = 0.92
-SAME_GPU_INTERFERENCE_GRAPHS = 0.57
+# (1.02: no better than one lane after the other); with both lanes replayed as CUDA graphs the GPU runs
+# them together and they share its memory bandwidth (0.59). The profiles model eager execution.
+SAME_GPU_INTERFERENCE = 1.02
+SAME_GPU_INTERFERENCE_GRAPHS = 0.59
 # Assumptions (inferred, not measured here):
 COMPUTE_EFFICIENCY = 0.60  # share of dense BF16 peak the verification GEMMs reach
 # The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);

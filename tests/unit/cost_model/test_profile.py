@@ -43,7 +43,8 @@ def test_model_shape_from_config():
 
 def test_published_layouts():
     same, two, paper = (profile_by_name(n) for n in ("h100-same-gpu", "h100-two-gpus", "h100-paper"))
-    assert 0.0 < same.interference < 1.0 and two.interference == 0.0 and paper.interference == 0.0
+    # Measured on an H200 in eager mode: sharing one GPU hides almost nothing (i near 1).
+    assert 0.5 < same.interference <= 1.1 and two.interference == 0.0 and paper.interference == 0.0
     assert (same.devices("minedraft_parallel"), two.devices("minedraft_parallel"), paper.devices("minedraft_parallel")) == (1, 2, 5)
     assert paper.devices("stock_sd") == 4
     # BF16 Qwen3-32B plus its drafter leave almost no KV cache on one 80 GB H100.
