@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -230,7 +231,7 @@ def test_stats_log_line(minedraft_server, minedraft_answers):
 
 
 def test_disconnected_streams_do_not_break_the_server(target_answers, minedraft_server, minedraft_answers):
-    before = minedraft_server.metrics()
+    before = minedraft_server.wait_idle()
     greedy = completion_workload()[:6]
     client = minedraft_server.client()
     with ThreadPoolExecutor(max_workers=len(greedy) + 2) as pool:
@@ -244,17 +245,22 @@ def test_disconnected_streams_do_not_break_the_server(target_answers, minedraft_
     assert requests.get(f"{minedraft_server.url}/health", timeout=30).status_code == 200
     assert _completion(client, PROBE) == target_answers["probe"]
 
-    # The hang-ups were noticed: nothing is left running, the streams never finished as requests
-    # (vLLM does not count client aborts in request_success) and together generated less than one
-    # of them would have.
+    # Nothing is left running, and each hung-up stream counts either as aborted (neither a success nor
+    # more than part of its tokens: vLLM does not count client aborts in request_success) or, where vLLM
+    # ran it to its max_tokens before aborting it, as a success with all of them. The latter was seen
+    # once in CI (2026-11-26); likely starlette's cancellation landed outside vLLM's response generator,
+    # which then closes only when collected. The front end alone decides it, stock vLLM's as MineDraft's.
     m = minedraft_server.wait_idle()
 
     def delta(name: str) -> float:
         return m.get(name, 0.0) - before.get(name, 0.0)
 
-    assert delta("vllm:request_success_total") == len(greedy) + 1
-    answered = sum(r["max_tokens"] for r in greedy) + PROBE["max_tokens"]
+    finished_streams = delta("vllm:request_success_total") - (len(greedy) + 1)
+    assert finished_streams in (0, 1, 2), delta("vllm:request_success_total")
+    answered = sum(r["max_tokens"] for r in greedy) + PROBE["max_tokens"] + finished_streams * STREAM_MAX_TOKENS
     assert answered <= delta("vllm:generation_tokens_total") < answered + STREAM_MAX_TOKENS
+    if finished_streams:
+        warnings.warn(f"{finished_streams:.0f} hung-up stream(s) ran to max_tokens before vLLM aborted them")
 
 
 # --------------------------------------------------------------------------- the process drafter
