@@ -72,17 +72,22 @@ class DraftCatchUp:
         self.skipped_calls = 0
         self.caught_up_tokens = 0
 
+    def can_skip(self, kwargs: dict) -> bool:
+        """Whether ``skip`` would skip a depth-0 call with these keyword arguments: its hidden states
+        fit ``max_hidden_bytes``."""
+        return not self.keeps_hidden_states or self.hidden_bytes + self._hidden_nbytes(kwargs) <= self.max_hidden_bytes
+
     def skip(self, call: ProposeCall) -> torch.Tensor | None:
         """A depth-0 call, not run: what vLLM's proposer returns for it (no drafts); None where the
         call must run (its hidden states would exceed ``max_hidden_bytes``)."""
+        if not self.can_skip(call.kwargs):
+            return None
         rows = self._hidden_rows(call) if self.keeps_hidden_states else None
         if rows is not None:
-            nbytes = sum(h.numel() * h.element_size() for h in rows)
-            if self.hidden_bytes + nbytes > self.max_hidden_bytes:
-                return None
-            self.hidden_bytes += nbytes
+            self.hidden_bytes += sum(h.numel() * h.element_size() for h in rows)
         for row, req_id in enumerate(call.req_ids):
-            self.behind.setdefault(req_id, self.computed(row))
+            if req_id not in self.behind:
+                self.behind[req_id] = self.computed(row)
             if rows is not None:
                 self.hidden.setdefault(req_id, []).append(rows[row])
         self.skipped_calls += 1
@@ -106,6 +111,12 @@ class DraftCatchUp:
         for batch in self._batches(spans):
             self.caught_up_tokens += sum(s.end - s.start for s in batch)
             yield self._call(call, batch)
+
+    @staticmethod
+    def _hidden_nbytes(kwargs: dict) -> int:
+        hidden = kwargs["target_hidden_states"]
+        rows = int(kwargs["common_attn_metadata"].query_start_loc_cpu[-1])
+        return rows * hidden[0].numel() * hidden.element_size()
 
     def _hidden_rows(self, call: ProposeCall) -> list[torch.Tensor]:
         """The call's hidden states, one tensor per request (views of one copy)."""

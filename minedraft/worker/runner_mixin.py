@@ -34,6 +34,9 @@ launch first).
 
 from __future__ import annotations
 
+import inspect
+
+import torch
 from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import MineDraftSettings
@@ -72,6 +75,7 @@ class MineDraftRunnerMixin:
         self._captured_job: Job | None = None
         self._defer_this_step = False
         self._step_depth = 0
+        self._propose_signature: inspect.Signature | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
         self.draft_source = self._make_draft_source()
         self._install_propose_proxy()
@@ -194,16 +198,38 @@ class MineDraftRunnerMixin:
                 and not scheduler_output.scheduled_spec_decode_tokens)
 
     def propose_draft_token_ids(self, scheduler_output, *args, **kwargs):
-        """At depth 0 with the draft model's catch-up, vLLM's preparation of the drafter's inputs
-        (next tokens, padded metadata: ~0.3 ms a step on CPU) is skipped with the forward it
+        """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
+        padded metadata, positions: 0.5-1 ms a step on CPU) is skipped with the forward it
         prepares; the step is recorded as skipped (``_propose`` with the step's depth, 0). Its
         outputs are only needed with async scheduling, which MineDraft turns off. An EAGLE head's
-        skipped call keeps what vLLM prepares: the target's hidden states."""
+        skipped call keeps only what its catch-up reads: the target's hidden states of the step's
+        tokens and where each request's tokens start (``_skip_kwargs``)."""
         catch_up = self.draft_catch_up
-        if (catch_up is not None and not catch_up.keeps_hidden_states
-                and scheduler_output.num_spec_tokens_to_schedule == 0):
-            return self._propose((), {})
+        if catch_up is not None and scheduler_output.num_spec_tokens_to_schedule == 0:
+            if not catch_up.keeps_hidden_states:
+                return self._propose((), {})
+            kept = self._skip_kwargs(scheduler_output, args, kwargs)
+            if kept is not None and catch_up.can_skip(kept):
+                return self._propose((), kept)
         return super().propose_draft_token_ids(scheduler_output, *args, **kwargs)
+
+    def _skip_kwargs(self, scheduler_output, args: tuple, kwargs: dict) -> dict | None:
+        """A depth-0 EAGLE call's keyword arguments cut to what a skip keeps, for a step that verified
+        no drafts: the target's hidden states as vLLM's runner selects them there (the first
+        ``total_num_scheduled_tokens`` rows, EAGLE-3's auxiliary layers side by side) and the
+        attention metadata. None where vLLM selects otherwise (drafts were verified; a model that
+        overrides the hidden states)."""
+        if self._propose_signature is None:
+            self._propose_signature = inspect.signature(super().propose_draft_token_ids)
+        step = self._propose_signature.bind(scheduler_output, *args, **kwargs).arguments
+        if step["spec_decode_metadata"] is not None or hasattr(self.get_model(), "get_mtp_target_hidden_states"):
+            return None
+        n = scheduler_output.total_num_scheduled_tokens
+        if self.use_aux_hidden_state_outputs:
+            hidden = torch.cat([h[:n] for h in step["aux_hidden_states"]], dim=-1)
+        else:
+            hidden = step["hidden_states"][:n]
+        return {"target_hidden_states": hidden, "common_attn_metadata": step["common_attn_metadata"]}
 
     def _sample(self, logits, spec_decode_metadata):
         """A step without drafts samples as the target alone does (``plain_sampling.py``)."""

@@ -98,3 +98,17 @@ def test_worker_refuses_a_step_without_minedraft_plan():
         model_runner._lane_plan(out)
     planned = MineDraftSchedulerOutput.extend(out, ["r1"], True)
     assert model_runner._lane_plan(planned) is planned
+
+
+def test_a_step_that_verified_no_drafts_hands_eagle_the_first_rows_of_the_hidden_states():
+    """The runner's depth-0 EAGLE path (``runner_mixin._skip_kwargs``) selects the target's
+    hidden states as vLLM's runner does for a step without spec-decode metadata, and reads the
+    step's arguments by these names."""
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    source = inspect.getsource(GPUModelRunner.propose_draft_token_ids)
+    assert "num_scheduled_tokens = scheduler_output.total_num_scheduled_tokens" in source
+    assert "[h[:num_scheduled_tokens] for h in aux_hidden_states], dim=-1" in source
+    assert "target_hidden_states = hidden_states[:num_scheduled_tokens]" in source
+    names = inspect.signature(GPUModelRunner.propose_draft_token_ids).parameters
+    assert {"hidden_states", "aux_hidden_states", "spec_decode_metadata", "common_attn_metadata"} <= set(names)

@@ -121,17 +121,29 @@ class Batch:
                             max_hidden_bytes=(1 << 30) if max_hidden_bytes is None else max_hidden_bytes)
 
 
+# What the runner's depth-0 EAGLE path passes to a skip (runner_mixin._skip_kwargs).
+SKIP_KWARGS = ("target_hidden_states", "common_attn_metadata")
+
+
 def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20, chunk: int = 5,
-        head: type[FakeDraftModel] = FakeDraftModel, max_hidden_bytes: int | None = None):
+        head: type[FakeDraftModel] = FakeDraftModel, max_hidden_bytes: int | None = None,
+        reduced: bool = False):
     """The steps of ``depths`` (each request scheduled unless ``schedule(step)`` says which), the
-    depth-0 calls skipped where the catch-up takes them (as InProcessDraftSource does)."""
+    depth-0 calls skipped where the catch-up takes them (as InProcessDraftSource does); ``reduced``:
+    a skip gets only what the runner's EAGLE path gives it, after ``can_skip`` said yes."""
     batch = Batch({"a": 13, "b": 3, "c": 30})
     model = head(max_tokens if skip else None)
     catch_up = batch.catch_up(model, max_tokens, max_hidden_bytes)
     for step, depth in enumerate(depths):
         req_ids = schedule(step) if schedule else ["a", "b", "c"]
         call = batch.step(req_ids, depth, chunk)
-        skipped = catch_up.skip(call) if skip and depth == 0 else None
+        skipped = None
+        if skip and depth == 0:
+            offered = ProposeCall(call.req_ids, (), {k: call.kwargs[k] for k in SKIP_KWARGS}, 0) if reduced else call
+            fits = catch_up.can_skip(offered.kwargs)
+            if fits or not reduced:
+                skipped = catch_up.skip(offered)
+                assert (skipped is not None) == fits
         if skipped is not None:
             assert skipped.shape == (len(req_ids), 0)
         else:
@@ -206,6 +218,19 @@ def test_an_eagle_call_over_the_hidden_state_budget_runs_and_the_kv_stays_right(
     assert skipped.kv == every.kv
     assert 0 < catch_up.skipped_calls < DEPTHS.count(0)  # some skipped, some ran for the budget
     assert 0 in skipped.calls
+
+
+@pytest.mark.parametrize("max_hidden_bytes", [None, 16 * 2 * 4])
+def test_an_eagle_skip_needs_only_the_hidden_states_and_where_requests_start(max_hidden_bytes):
+    """The runner skips vLLM's preparation of a depth-0 EAGLE call and hands the skip the target's
+    hidden states and the attention metadata alone; the catch-up then rebuilds the same KV."""
+    every, _ = run(DEPTHS, skip=False, head=FakeEagleHead)
+    skipped, catch_up = run(DEPTHS, skip=True, head=FakeEagleHead, max_hidden_bytes=max_hidden_bytes, reduced=True)
+    assert skipped.kv == every.kv
+    if max_hidden_bytes is None:
+        assert catch_up.skipped_calls == DEPTHS.count(0)
+    else:
+        assert 0 < catch_up.skipped_calls < DEPTHS.count(0)  # some skipped, some ran for the budget
 
 
 def test_released_requests_drop_their_hidden_states():
