@@ -1,0 +1,194 @@
+"""Where a step at depth 0 spends its time, against the target alone: per stage, in one process.
+
+``depth_floor.py`` compares whole engines, each in its own process, and on this
+machine its rounds spread by +-20 %: more than what is left to find. Here the
+engines share one process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and run in
+alternation, and each stage of a step is timed where vLLM calls it (the
+scheduler's ``schedule`` and ``update_from_output``, the runner's input
+preparation, model forward, sampling and ``propose_draft_token_ids``):
+
+* ``no_sd``: the target alone;
+* ``vllm_depth0``: stock vLLM with vLLM's depth table at 0 for every batch size
+  (its drafter still runs a forward every step);
+* ``minedraft_depth0``: MineDraft with vLLM's depth table at 0 for every batch
+  size (as ``depth_floor.py``);
+* ``minedraft_depth0_vllm_prep`` (EAGLE heads only): the same, with the runner's
+  reduced depth-0 call turned off, so that vLLM prepares the head's inputs
+  before the skip (what MineDraft did before 2026-11-26).
+
+    python benchmarks/depth0_stages.py --draft eagle3            # ~4 min on 2 idle cores
+    python benchmarks/depth0_stages.py --draft draft_perturbed
+
+Writes ``benchmarks/results/cpu/depth0_stages_<draft>.json`` and prints a table (ms per decode step,
+medians over rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+from sweep import cpu_label  # noqa: E402
+
+OUT = HERE / "results" / "cpu"
+
+SCHEDULER_STAGES = ("schedule", "update_from_output")
+RUNNER_STAGES = ("_prepare_inputs", "_model_forward", "_sample", "propose_draft_token_ids", "_bookkeeping_sync")
+EXECUTOR_STAGES = ("execute_model", "sample_tokens", "take_draft_token_ids")
+
+
+class StageTimer:
+    """Seconds spent in each wrapped method since the last ``reset``."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+
+    def wrap(self, obj, name: str) -> None:
+        if not hasattr(obj, name):
+            return
+        method = getattr(obj, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds[name] += time.perf_counter() - start
+
+        setattr(obj, name, timed)  # on this instance only: vLLM calls it through self
+
+    def reset(self) -> None:
+        self.seconds.clear()
+
+
+def build_engines(draft: str, k: int, max_num_seqs: int):
+    from vllm import LLM
+
+    from harness.engine_args import Speculation, engine_kwargs
+    from modelkit import build_kit
+
+    kit = build_kit()
+    method = "eagle3" if draft == "eagle3" else "draft_model"
+    speculation = Speculation(getattr(kit, draft), k, method,
+                              extra={"num_speculative_tokens_per_batch_size": [[1, max_num_seqs, 0]]})
+    common = dict(max_model_len=512, max_num_seqs=max_num_seqs)
+    engines = {"no_sd": LLM(**engine_kwargs("no_sd", kit.target, **common)),
+               "vllm_depth0": LLM(**engine_kwargs("stock_sd", kit.target, speculation, **common)),
+               "minedraft_depth0": LLM(**engine_kwargs("minedraft_auto", kit.target, speculation, **common))}
+    if method == "eagle3":
+        engines["minedraft_depth0_vllm_prep"] = LLM(**engine_kwargs("minedraft_auto", kit.target, speculation,
+                                                                    **common))
+        runner_of(engines["minedraft_depth0_vllm_prep"])._skip_kwargs = lambda *args: None
+    return engines
+
+
+def runner_of(llm):
+    return llm.llm_engine.model_executor.driver_worker.worker.model_runner
+
+
+def instrument(llm) -> StageTimer:
+    timer = StageTimer()
+    core = llm.llm_engine.engine_core.engine_core
+    for name in SCHEDULER_STAGES:
+        timer.wrap(core.scheduler, name)
+    for name in EXECUTOR_STAGES:
+        timer.wrap(core.model_executor, name)
+    for name in RUNNER_STAGES:
+        timer.wrap(runner_of(llm), name)
+    return timer
+
+
+def run(args) -> dict:
+    from vllm import SamplingParams
+
+    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)))
+    timers = {name: instrument(llm) for name, llm in engines.items()}
+    rng = random.Random(0)
+    params = SamplingParams(max_tokens=args.output_tokens, temperature=0, ignore_eos=True)
+    rows = []
+    for n in args.concurrency:
+        prompts = [{"prompt_token_ids": [rng.randrange(3, 2040) for _ in range(args.prompt_tokens)]}
+                   for _ in range(n)]
+        for llm in engines.values():
+            llm.generate(prompts, params, use_tqdm=False)  # warm-up
+        rounds = collections.defaultdict(list)
+        names = list(engines)
+        for r in range(args.rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                timers[name].reset()
+                started = time.perf_counter()
+                engines[name].generate(prompts, params, use_tqdm=False)
+                rounds[name].append({"step": time.perf_counter() - started, **timers[name].seconds})
+        # One step per output token at depth 0 (the prefill's included).
+        rows += summarize(rounds, n, steps=args.output_tokens)
+    return {"rows": rows}
+
+
+def summarize(rounds: dict[str, list[dict[str, float]]], requests: int, steps: int) -> list[dict]:
+    """Per engine: each stage's ms per step (median over rounds) and the step time's ratio to the target
+    alone's, paired by round (a round that ran slow for every engine cancels out)."""
+    rows = []
+    for name, per_round in rounds.items():
+        stages = {stage: round(statistics.median(x.get(stage, 0.0) for x in per_round) * 1e3 / steps, 3)
+                  for stage in per_round[0]}
+        ratios = [x["step"] / y["step"] for x, y in zip(per_round, rounds["no_sd"])]
+        rows.append({"engine": name, "requests": requests, "ms_per_step": stages,
+                     "step_vs_no_sd": round(statistics.median(ratios), 3),
+                     "step_vs_no_sd_rounds": [round(x, 3) for x in ratios]})
+    return rows
+
+
+def markdown(result: dict) -> str:
+    stages = ["step", *SCHEDULER_STAGES, *EXECUTOR_STAGES, *RUNNER_STAGES]
+    lines = ["| N | engine | step time / target alone | " + " | ".join(stages) + " |",
+             "|---|---|---|" + "---|" * len(stages)]
+    for row in result["rows"]:
+        cells = [f"{row['ms_per_step'].get(s, 0.0):.2f}" for s in stages]
+        lines.append(f"| {row['requests']} | {row['engine']} | {row['step_vs_no_sd']:.3f}x | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draft", default="eagle3", choices=("eagle3", "draft_perturbed", "draft_small"))
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=6)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine cores in this process: stages timed in place
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+    started = time.perf_counter()
+    result = run(args)
+    result["meta"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
+                      "draft": args.draft, "k": args.k, "prompt_tokens": args.prompt_tokens,
+                      "output_tokens": args.output_tokens, "rounds": args.rounds,
+                      "unit": "ms per step: a stage's time over a round divided by its output tokens; medians of rounds",
+                      "seconds": round(time.perf_counter() - started, 1)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"depth0_stages_{args.draft}.json"
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}\n\n" + markdown(result))
+
+
+if __name__ == "__main__":
+    main()
