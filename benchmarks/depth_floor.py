@@ -12,16 +12,21 @@ by vLLM's own table (``num_speculative_tokens_per_batch_size``, one range of 0):
   forward and catches up when it next drafts; no rejection sampler and no
   draft collection where a step has no drafts: RFC §2.5).
 
-All three are up at once; each round runs every engine once at each N, in an
+With ``--twin`` a fourth engine, ``no_sd_twin``, is the target alone again,
+started and run the same way: its ratio to the target alone is what an engine
+identical to it reads here, the resolution of the other two columns.
+
+All three (or four) are up at once; each round runs every engine once at each N, in an
 order that rotates from round to round; ratios pair runs of the same round
 and the reported one is their median. The sweep's workload, prompts, engine
 arguments and layout (``sweep.py`` is reused).
 
     python benchmarks/depth_floor.py              # ~10 min on 2 idle cores
     python benchmarks/depth_floor.py --replot     # plot and table from the JSON
+    python benchmarks/depth_floor.py --draft eagle3 --twin --concurrency 8 32
 
 Writes ``benchmarks/results/cpu/depth_floor.json`` and ``depth_floor.png`` (another ``--draft``:
-``depth_floor_<draft>.*``; ``--draft eagle3``: the kit's EAGLE-3 head, whose depth-0 forward MineDraft
+``depth_floor_<draft>.*``; ``--twin``: ``*_twin.*``; ``--draft eagle3``: the kit's EAGLE-3 head, whose depth-0 forward MineDraft
 skips too).
 """
 
@@ -42,12 +47,13 @@ import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
 # Engine name -> the sweep's mode it is built as; all but no_sd get the depth-0 table.
 ENGINES = {"no_sd": "no_sd", "vllm_depth0": "stock_sd", "minedraft_depth0": "minedraft_auto"}
+TWIN = {"no_sd_twin": "no_sd"}
 OUT = HERE / "results" / "cpu"
 
 
-def engine_specs(setup, draft: str, k: int, warmup) -> dict[str, tuple[dict, dict]]:
+def engine_specs(setup, draft: str, k: int, warmup, twin: bool = False) -> dict[str, tuple[dict, dict]]:
     specs = {}
-    for name, mode in ENGINES.items():
+    for name, mode in {**ENGINES, **(TWIN if twin else {})}.items():
         spec, env = sweep.worker_spec(setup, draft, mode, k, warmup)
         if mode != "no_sd":
             spec["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = [
@@ -57,7 +63,7 @@ def engine_specs(setup, draft: str, k: int, warmup) -> dict[str, tuple[dict, dic
 
 
 def run(setup, args, prompts, log_dir: Path) -> list[dict]:
-    specs = engine_specs(setup, args.draft, args.k, prompts[:4])
+    specs = engine_specs(setup, args.draft, args.k, prompts[:4], twin=args.twin)
     pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
     names = list(specs)
     samples = []
@@ -95,9 +101,17 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "| N | target alone (tok/s) | vLLM at depth 0 / target alone | MineDraft at depth 0 / target alone |",
              "|---|---|---|---|"]
     cell = {(r["engine"], r["requests"]): r for r in rows}
+    twin = any(r["engine"] == "no_sd_twin" for r in rows)
+    if twin:
+        lines[-2] += " target alone again / target alone (min-max over rounds) |"
+        lines[-1] += "---|"
     for n in sorted({r["requests"] for r in rows}):
-        lines.append(f"| {n} | {cell['no_sd', n]['tok_s']:.0f} | {cell['vllm_depth0', n]['vs_no_sd']:.2f}x | "
-                     f"{cell['minedraft_depth0', n]['vs_no_sd']:.2f}x |")
+        line = (f"| {n} | {cell['no_sd', n]['tok_s']:.0f} | {cell['vllm_depth0', n]['vs_no_sd']:.2f}x | "
+                f"{cell['minedraft_depth0', n]['vs_no_sd']:.2f}x |")
+        if twin:
+            t = cell["no_sd_twin", n]
+            line += f" {t['vs_no_sd']:.2f}x ({t['vs_no_sd_min']:.2f}x-{t['vs_no_sd_max']:.2f}x) |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -108,8 +122,11 @@ def plot(rows: list[dict], path: Path, device_label: str) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for engine, color in (("vllm_depth0", "tab:orange"), ("minedraft_depth0", "tab:green")):
+    for engine, color in (("vllm_depth0", "tab:orange"), ("minedraft_depth0", "tab:green"),
+                          ("no_sd_twin", "tab:gray")):
         mine = [r for r in rows if r["engine"] == engine]
+        if not mine:
+            continue
         x = [r["requests"] for r in mine]
         y = [r["vs_no_sd"] for r in mine]
         err = [[v - r["vs_no_sd_min"] for v, r in zip(y, mine)], [r["vs_no_sd_max"] - v for v, r in zip(y, mine)]]
@@ -133,6 +150,8 @@ def parse_args(argv=None):
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--output-tokens", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--twin", action="store_true",
+                        help="a second target-alone engine: what an identical engine's ratio reads here")
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     # The sweep's prompts and layout (engine core in its own process).
     return sweep.inherit_workload(parser.parse_args(argv))
@@ -141,6 +160,7 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
     args = parse_args(argv)
     stem = "depth_floor" if args.draft == "draft_perturbed" else f"depth_floor_{args.draft}"
+    stem += "_twin" if args.twin else ""
     path = OUT / f"{stem}.json"
     if args.replot:
         result = json.loads(path.read_text())
@@ -150,7 +170,7 @@ def main(argv=None) -> None:
         started = time.perf_counter()
         samples = run(setup, args, prompts, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "draft": args.draft, "k": args.k, "output_tokens": args.output_tokens, "rounds": args.rounds,
+                "draft": args.draft, "k": args.k, "twin": args.twin, "output_tokens": args.output_tokens, "rounds": args.rounds,
                 "prompt_tokens": args.prompt_tokens, "engine_core": args.engine_core,
                 "engine": {k: v for k, v in setup.engine.items() if k != "model"},
                 "seconds": round(time.perf_counter() - started, 1)}

@@ -55,3 +55,22 @@ def test_engines_started_together_all_launch_before_any_is_waited_for(monkeypatc
     assert events == [("launch", "a"), ("launch", "b"), ("launch", "c"),
                       ("ready", "a"), ("ready", "b"), ("ready", "c")]
     assert len(pool.starts) == 3
+
+
+def test_the_twin_is_the_target_alone_again_and_gets_its_own_column():
+    setup = sweep.Setup(device="cpu", device_label="cpu", pairs={"d": ("/target", "/draft")},
+                        target_names={"d": "t"}, engine={"seed": 0}, env={}, interleave=True)
+    assert "no_sd_twin" not in depth_floor.engine_specs(setup, "d", 3, warmup=[[1]])
+    specs = depth_floor.engine_specs(setup, "d", 3, warmup=[[1]], twin=True)
+    assert specs["no_sd_twin"][0]["engine"] == specs["no_sd"][0]["engine"]
+
+    def sample(engine, r, tok_s):
+        return {"engine": engine, "round": r, "requests": 8, "tok_s": tok_s}
+
+    samples = [sample("no_sd", 0, 1000.0), sample("no_sd_twin", 0, 1100.0), sample("minedraft_depth0", 0, 900.0),
+               sample("vllm_depth0", 0, 500.0), sample("no_sd", 1, 1000.0), sample("no_sd_twin", 1, 800.0),
+               sample("minedraft_depth0", 1, 900.0), sample("vllm_depth0", 1, 500.0)]
+    rows = depth_floor.summarize(samples)
+    table = depth_floor.markdown(rows, {"date": "2026-11-26T00:00", "device_label": "cpu", "draft": "d", "k": 3,
+                                        "output_tokens": 256, "rounds": 2})
+    assert "| 8 | 1000 | 0.50x | 0.90x | 0.95x (0.80x-1.10x) |" in table
