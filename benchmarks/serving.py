@@ -75,6 +75,8 @@ PERCENTILES = (50, 90, 99)
 class Mode:
     name: str
     speculative: bool
+    engine_mode: str | None = None  # the harness mode its engine is built as (default: ``name``)
+    settings: tuple[tuple[str, str], ...] = ()  # MineDraft settings beside --minedraft-settings
 
 
 MODES = {
@@ -84,8 +86,13 @@ MODES = {
         Mode("stock_sd", speculative=True),
         Mode("minedraft_auto", speculative=True),
         Mode("minedraft_parallel", speculative=True),
+        # vLLM's order in a step with prompt tokens: its drafts before its outputs (RFC §2.6).
+        Mode("minedraft_auto_after_drafts", speculative=True, engine_mode="minedraft_auto",
+             settings=(("first_token", "after_drafts"),)),
     )
 }
+DEFAULT_MODES = ("no_sd", "stock_sd", "minedraft_auto", "minedraft_parallel")
+DRAFTS = ("draft_perturbed", "draft_small", "eagle3")  # the kit's; eagle3: method eagle3
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,8 @@ class Config:
     slo_ttft_ms: float
     slo_tpot_ms: float
     warmup_prompts: int
+    draft: str = "draft_perturbed"
+    minedraft_settings: tuple[tuple[str, str], ...] = ()  # every MineDraft server's
 
     @property
     def dtype(self) -> str:
@@ -117,9 +126,12 @@ def server_engine(mode: Mode, cfg: Config, kit) -> dict:
     if cfg.device == "cuda":
         # All servers share one GPU: split its memory.
         extra["gpu_memory_utilization"] = round(0.9 / len(cfg.modes), 2)
-    speculation = Speculation(str(kit.draft_perturbed), cfg.k) if mode.speculative else None
-    return engine_kwargs(mode.name, str(kit.target), speculation, dtype=cfg.dtype, max_model_len=1024,
-                         max_num_seqs=max(cfg.concurrency), **extra)
+    method = "eagle3" if cfg.draft == "eagle3" else "draft_model"
+    speculation = Speculation(str(getattr(kit, cfg.draft)), cfg.k, method) if mode.speculative else None
+    engine_mode = mode.engine_mode or mode.name
+    minedraft = {**dict(cfg.minedraft_settings), **dict(mode.settings)} if engine_mode.startswith("minedraft") else None
+    return engine_kwargs(engine_mode, str(kit.target), speculation, minedraft=minedraft, dtype=cfg.dtype,
+                         max_model_len=1024, max_num_seqs=max(cfg.concurrency), **extra)
 
 
 def server_env(cfg: Config) -> dict[str, str]:
@@ -483,6 +495,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="mean output lengths, one scenario set each (short and long runs)")
     p.add_argument("--range-ratio", type=float, default=0.5)
     p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
+    p.add_argument("--draft", choices=DRAFTS, default="draft_perturbed", help="the kit's drafter (eagle3: its head)")
+    p.add_argument("--minedraft-settings", type=json.loads, default={},
+                   help='more settings of every MineDraft server, e.g. \'{"speculation_depth": "fixed"}\'')
     # Defaults for this 2-core CPU and the kit's tiny models: unloaded TTFT is ~50 ms and TPOT
     # 5 ms (no SD) to 10-15 ms (SD), so these hold at light load and fail under contention.
     p.add_argument("--slo-ttft-ms", type=float, default=250.0)
@@ -498,12 +513,13 @@ def make_config(args: argparse.Namespace) -> Config:
     quick = args.quick
     return Config(
         # --quick leaves out one server: four engines starting together dominate its time.
-        device=args.device, modes=tuple(args.modes or (tuple(MODES)[:3] if quick else MODES)),
+        device=args.device, modes=tuple(args.modes or (DEFAULT_MODES[:3] if quick else DEFAULT_MODES)),
         rates=tuple(args.rates or (4.0, math.inf)),
         concurrency=tuple(args.concurrency or ((4,) if quick else (4, 16))),
         num_prompts=args.num_prompts or (8 if quick else 24),
         input_len=args.input_len, output_lens=tuple(args.output_len), range_ratio=args.range_ratio, k=args.k,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
+        draft=args.draft, minedraft_settings=tuple(sorted(args.minedraft_settings.items())),
     )
 
 
@@ -524,7 +540,8 @@ def measure(cfg: Config) -> dict:
     return {
         "device": device_description(cfg.device),
         "workload": (f"vllm bench serve, random dataset, {cfg.num_prompts} requests per run, input {lo}-{hi} "
-                     f"tokens, output {outs} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}"),
+                     f"tokens, output {outs} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}, drafter "
+                     f"{cfg.draft}" + "".join(f", {k}={v}" for k, v in cfg.minedraft_settings)),
         "slo": {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms},
         "config": {**cfg.__dict__, "rates": [format_rate(r) for r in cfg.rates], "modes": list(cfg.modes)},
         "total_seconds": round(time.monotonic() - start, 1),

@@ -30,6 +30,7 @@ ENV = ENGINE_SETTINGS
 DRAFTERS = ("in-process", "process")
 DEPTHS = ("fixed", "auto")
 IDLE_DRAFTERS = ("skip", "run")
+FIRST_TOKENS = ("early", "after_drafts")
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,11 @@ class MineDraftSettings:
     # catch-up, in all (T x H x dtype bytes per skipped token, 3x that for EAGLE-3). A depth-0 step
     # that would keep more runs the head, as vLLM does: exact either way.
     catch_up_max_mib: float = 256.0
+    # A step that computes prompt tokens (a request's first token, or a prefill chunk) and drafts
+    # inline: early, its drafter call runs after the engine core has queued the step's outputs (in
+    # take_draft_token_ids), so the first token does not wait for that request's draft work; or
+    # after_drafts, inside sampling, as vLLM. Not in stock mode, which stays vLLM's behaviour.
+    first_token: str = "early"
 
     def __post_init__(self) -> None:
         for name in ENV:
@@ -134,7 +140,7 @@ class MineDraftSettings:
 def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
     choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS,
-               "idle_drafter": IDLE_DRAFTERS}.get(name)
+               "idle_drafter": IDLE_DRAFTERS, "first_token": FIRST_TOKENS}.get(name)
     if choices is not None and value not in choices and not (name == "speculation_depth" and value is None):
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (

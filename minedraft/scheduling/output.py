@@ -18,6 +18,11 @@ class MineDraftSchedulerOutput(SchedulerOutput):
     # Whether the worker defers drafting for this step's batch to the next
     # step (a parallel step) instead of drafting inline (a fallback step).
     defer_drafts: bool = False
+    # A fallback step that computes prompt tokens (first tokens, prefill chunks): the worker
+    # drafts for its batch after the engine core has queued the step's outputs (in
+    # take_draft_token_ids) instead of inside sampling, so a first token never waits for
+    # its request's draft work. The drafts still reach the scheduler before the next step.
+    drafts_after_output: bool = False
 
     @classmethod
     def extend(
@@ -25,10 +30,12 @@ class MineDraftSchedulerOutput(SchedulerOutput):
         base: SchedulerOutput,
         draft_only_req_ids: list[str],
         defer_drafts: bool,
+        drafts_after_output: bool = False,
     ) -> MineDraftSchedulerOutput:
         values = {name: getattr(base, name) for name in _SCHEDULER_OUTPUT_FIELDS}
         return cls(
-            **values, draft_only_req_ids=draft_only_req_ids, defer_drafts=defer_drafts
+            **values, draft_only_req_ids=draft_only_req_ids, defer_drafts=defer_drafts,
+            drafts_after_output=drafts_after_output,
         )
 
 

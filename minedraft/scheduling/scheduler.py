@@ -105,6 +105,8 @@ class MineDraftScheduler(Scheduler):
         self._last_mix = (0, 0)
         # Whether the step scheduled last can have drafts to collect (expects_draft_tokens).
         self._drafts_expected = True
+        # Steps with prompt tokens draft after their outputs are queued (not in stock mode: vLLM's order).
+        self._first_token_early = self.settings.first_token == "early" and self.settings.mode != "stock"
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
@@ -255,7 +257,10 @@ class MineDraftScheduler(Scheduler):
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
                                probing=self.mode_policy.probing is not None, depth=depth)
-        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel)
+        # Prompt tokens in a step that drafts inline: its drafts can wait until its outputs are queued.
+        after_output = (not parallel and self._first_token_early and output.num_spec_tokens_to_schedule > 0
+                        and output.total_num_scheduled_tokens > decode_tokens)
+        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 
     # ------------------------------------------------------------------ drafts
     def expects_draft_tokens(self) -> bool:

@@ -14,9 +14,11 @@ The runner's deferral logic (``runner_mixin.py``) uses only these methods, in
 this order within a step: ``release`` (requests that finished or were
 preempted), ``run`` (start the job prepared last step beside the target),
 then, from the ``propose`` call vLLM's runner makes, ``prepare`` (a parallel
-step: next step's job) or ``draft_now`` (a fallback step), and ``collect``
-(join: the drafts and the late requests, one typed result); ``discard`` where
-the step takes no drafts.
+step: next step's job; a fallback step with prompt tokens: a job for
+``draft_after_output``) or ``draft_now`` (a fallback step), and ``collect``
+(join: the drafts and the late requests, one typed result), then
+``draft_after_output`` where a job was held for it; ``discard`` where the step
+takes no drafts.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ class DraftSource(ABC):
     @abstractmethod
     def draft_now(self, call: ProposeCall) -> Any:
         """A call drafted now (a fallback step), after the running job: what vLLM's runner gets from propose."""
+
+    def draft_after_output(self, job: Job) -> MineDraftDraftTokenIds | None:
+        """A job ``prepare`` made this step, drafted now that the step's outputs have been queued
+        (``take_draft_token_ids``), the running job already collected: its drafts."""
+        self.run(job)
+        return self.collect()
 
     @abstractmethod
     def run(self, job: Job | None) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from minedraft.log import get_logger
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
@@ -68,6 +70,14 @@ class InProcessDraftSource(DraftSource):
             return skipped
         self._feed_skipped(call)
         return self._propose_now(call)
+
+    def draft_after_output(self, job: DraftJob) -> MineDraftDraftTokenIds:
+        """On the calling thread, not the lane: nothing runs beside it now, and the lane thread's
+        intra-op threads (``lane_threads``) would only make it slower."""
+        self._keep_joined()
+        with torch.inference_mode():
+            req_ids, drafts = job.run()
+        return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
 
     def release(self, req_ids) -> None:
         if self.catch_up is not None:

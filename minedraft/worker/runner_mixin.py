@@ -8,7 +8,12 @@ beside the target's forward, which verifies the other group;
 ``take_draft_token_ids`` collects its drafts. The drafter therefore sees
 exactly the calls stock speculative decoding makes, in the same order, one
 step later: its KV cache catches up on every accepted token before it drafts.
-In a fallback step the call drafts now (``DraftSource.draft_now``), as in vLLM.
+In a fallback step the call drafts now (``DraftSource.draft_now``), as in vLLM,
+except in a step that computes prompt tokens (``drafts_after_output``): there
+the call is prepared the same way and drafted in ``take_draft_token_ids``,
+which vLLM's engine core calls after it has queued the step's outputs, so a
+request's first token never waits for its draft work (the drafts still reach
+the scheduler before the next step: nothing else changes).
 
 Where drafts come from is a draft source (``draft_source.py``), chosen once
 when the runner is built from the drafter vLLM built: the in-process drafter
@@ -74,6 +79,8 @@ class MineDraftRunnerMixin:
         self.step_profiler = StepProfiler(profile_path) if profile_path else None
         self._captured_job: Job | None = None
         self._defer_this_step = False
+        self._draft_after_output = False
+        self._held_job: Job | None = None  # this step's call, drafted after its outputs (take_draft_token_ids)
         self._step_depth = 0
         self._propose_signature: inspect.Signature | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
@@ -125,6 +132,8 @@ class MineDraftRunnerMixin:
     def execute_model(self, scheduler_output, intermediate_tensors=None):
         plan = _lane_plan(scheduler_output)
         self._defer_this_step = plan.defer_drafts
+        self._draft_after_output = plan.drafts_after_output
+        self._held_job = None  # one a step without take_draft_token_ids left: its drafts are not wanted
         self._step_depth = scheduler_output.num_spec_tokens_to_schedule
         if self.step_profiler is not None:
             self.step_profiler.begin(
@@ -143,7 +152,11 @@ class MineDraftRunnerMixin:
         if self.step_profiler is not None:
             self.step_profiler.main_lane_done()
         lane = self.draft_source.collect()
-        inline = None if self._defer_this_step else super().take_draft_token_ids()
+        held, self._held_job = self._held_job, None
+        if held is not None:  # the engine core has queued this step's outputs
+            inline = self.draft_source.draft_after_output(held)
+        else:
+            inline = None if self._defer_this_step else super().take_draft_token_ids()
         if self.step_profiler is not None:
             self.step_profiler.end()
         return merge_drafts(lane, inline)
@@ -239,9 +252,12 @@ class MineDraftRunnerMixin:
 
     def _propose(self, args: tuple, kwargs: dict):
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)
-        if not self._defer_this_step:
+        if self._defer_this_step:
+            self._captured_job = self.draft_source.prepare(call)
+        elif self._draft_after_output:
+            self._held_job = self.draft_source.prepare(call)
+        else:
             return self.draft_source.draft_now(call)
-        self._captured_job = self.draft_source.prepare(call)
         num_reqs = self.input_batch.num_reqs
         if self.speculative_config.method in ("ngram", "custom_class"):  # vLLM's runner takes lists from these
             return [[] for _ in range(num_reqs)]

@@ -46,13 +46,15 @@ def engine_args(model_dir: str, **kw):
 def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | None = 3,
                    num_blocks: int = 10000, max_num_seqs: int = 64,
                    max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False,
-                   vllm_config: VllmConfig | None = None) -> Scheduler:
-    """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead."""
+                   max_model_len: int | None = None, vllm_config: VllmConfig | None = None) -> Scheduler:
+    """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead.
+    ``max_model_len``: ``max_num_batched_tokens`` unless given."""
     if vllm_config is None:
+        max_model_len = max_model_len or max_num_batched_tokens
         model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
-                                   max_model_len=max_num_batched_tokens, seed=0)
+                                   max_model_len=max_model_len, seed=0)
         scheduler_config = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                                           max_model_len=max_num_batched_tokens, enable_chunked_prefill=True,
+                                           max_model_len=max_model_len, enable_chunked_prefill=True,
                                            is_encoder_decoder=False, watermark=0.0)
         cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=enable_prefix_caching)
         spec = SpeculativeConfig(model="ngram", num_speculative_tokens=k) if k else None
@@ -94,6 +96,9 @@ class FakeWorker:
         req_ids = list(output.num_scheduled_tokens)
         sampled = []
         for rid in req_ids:
+            if scheduler.requests[rid].is_prefill_chunk:  # vLLM's runner samples nothing for a partial prefill
+                sampled.append([])
+                continue
             n_drafts = len(output.scheduled_spec_decode_tokens.get(rid, []))
             sampled.append([1] * (1 + min(self.accept(rid, n_drafts), n_drafts)))
         mro = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},

@@ -105,3 +105,21 @@ def test_markdown_table_orders_rows_and_states_the_slo():
 def test_readme_update_touches_only_the_marked_block(before, after):
     assert serving.replace_between_markers(before, "NEW") == after
     assert serving.replace_between_markers(after, "NEW") == after  # idempotent
+
+
+def test_a_server_s_drafter_and_minedraft_settings():
+    from types import SimpleNamespace
+
+    kit = SimpleNamespace(target="/t", draft_perturbed="/p", draft_small="/s", eagle3="/e")
+    args = serving.parse_args(["--draft", "eagle3", "--minedraft-settings", '{"speculation_depth": "fixed"}',
+                               "--modes", "stock_sd", "minedraft_auto", "minedraft_auto_after_drafts"])
+    cfg = serving.make_config(args)
+    engines = {name: serving.server_engine(serving.MODES[name], cfg, kit) for name in cfg.modes}
+    assert all(e["speculative_config"]["method"] == "eagle3" and e["speculative_config"]["model"] == "/e"
+               for e in engines.values())
+    assert "additional_config" not in engines["stock_sd"]
+    assert engines["minedraft_auto"]["additional_config"]["minedraft"] == {"mode": "auto",
+                                                                           "speculation_depth": "fixed"}
+    assert engines["minedraft_auto_after_drafts"]["additional_config"]["minedraft"] == {
+        "mode": "auto", "speculation_depth": "fixed", "first_token": "after_drafts"}
+    assert serving.make_config(serving.parse_args([])).modes == serving.DEFAULT_MODES

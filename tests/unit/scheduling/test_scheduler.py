@@ -305,3 +305,25 @@ def test_the_controller_sees_when_the_running_requests_arrived(model_dir, monkey
         worker.step(sched, sched.schedule())
     sched.schedule()
     assert [step[-1] for step in observed] == [(100.0, 103.0)] * 2
+
+
+@pytest.mark.parametrize(("mode", "first_token", "expected"), [
+    ("auto", "early", True), ("parallel", "early", True), ("stock", "early", False), ("auto", "after_drafts", False)])
+def test_a_fallback_step_with_prompt_tokens_drafts_after_its_outputs(model_dir, monkeypatch, mode, first_token,
+                                                                     expected):
+    """drafts_after_output: every step that computes prompt tokens (each chunk of a chunked prefill,
+    the last one sampling the first token) and drafts inline; never a decode-only step, never stock mode."""
+    monkeypatch.setenv("MINEDRAFT_MODE", mode)
+    monkeypatch.setenv("MINEDRAFT_FIRST_TOKEN", first_token)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_batched_tokens=16, max_num_seqs=4, max_model_len=128)
+    sched.add_request(make_request("long", 40, 20))
+    worker = FakeWorker(3, lambda rid, n: n)
+    chunks = []
+    while not sched.requests["long"].output_token_ids:
+        out = sched.schedule()
+        chunks.append(out.drafts_after_output)
+        assert not out.defer_drafts
+        worker.step(sched, out)
+    assert len(chunks) == 3 and chunks == [expected] * 3  # 40 prompt tokens, 16 a step
+    out = sched.schedule()
+    assert out.num_scheduled_tokens == {"long": 1 + 3} and not out.drafts_after_output  # a decode: 1 + k

@@ -74,10 +74,10 @@ class Runner(MineDraftRunnerMixin, FakeVllmRunner):
 
 
 def _step(runner: Runner, histories: dict[str, list[int]], draft_only: list[str], defer: bool,
-          finished: frozenset[str] = frozenset()):
+          finished: frozenset[str] = frozenset(), after_output: bool = False):
     """One engine step as vLLM's engine core makes it: execute_model, sample_tokens, take_draft_token_ids."""
     runner.histories = histories
-    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), draft_only, defer)
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), draft_only, defer, after_output)
     plan.num_scheduled_tokens = {r: 1 for r in histories}
     plan.total_num_scheduled_tokens = len(histories)
     plan.num_spec_tokens_to_schedule = 2
@@ -99,6 +99,49 @@ def test_in_process_drafts_of_a_parallel_step_arrive_with_the_next_step():
     # Next step (a fallback step): a and b's job runs beside the target, c drafts inline.
     drafts = _step(runner, {"c": [3, 9]}, ["a", "b"], defer=False)
     assert drafts == MineDraftDraftTokenIds(["a", "b", "c"], [[6, 7], [8, 9], [10, 11]])
+
+
+class CountingDrafter(Drafter):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def propose(self, *args, **kwargs):
+        self.calls.append("propose")
+        return super().propose(*args, **kwargs)
+
+
+@pytest.mark.parametrize("process", [False, True])
+def test_a_step_with_prompt_tokens_drafts_after_its_outputs(process):
+    """drafts_after_output: vLLM's sampling gets placeholders and the drafter is called only in
+    take_draft_token_ids, which vLLM's engine core calls after queuing the step's outputs."""
+    client = FakeClient()
+    runner = Runner(fake_proposer(client), "custom_class") if process else Runner(CountingDrafter())
+    runner.histories = {"new": [1, 5], "old": [2, 7]}
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False, drafts_after_output=True)
+    plan.num_scheduled_tokens, plan.total_num_scheduled_tokens, plan.num_spec_tokens_to_schedule = (
+        {"new": 2, "old": 1}, 3, 2)
+    runner.execute_model(plan)
+    runner.sample_tokens()
+    placeholders = [[], []] if process else [[0, 0], [0, 0]]
+    assert (runner.proposed[1] if process else runner.proposed[1].tolist()) == placeholders
+    assert (client.sent if process else runner.drafter.calls) == []  # nothing drafted before the outputs
+    drafts = runner.take_draft_token_ids()
+    expected = [[6, 7, 8], [8, 9, 10]] if process else [[6, 7], [8, 9]]
+    assert drafts == MineDraftDraftTokenIds(["new", "old"], expected)
+    # The next step (decodes only) drafts inline again, as vLLM.
+    assert _step(runner, {"new": [1, 5, 6]}, [], defer=False).req_ids == ["new"]
+    assert (len(client.sent) if process else runner.drafter.calls) == (2 if process else ["propose"] * 2)
+
+
+def test_a_held_call_no_step_took_is_dropped():
+    runner = Runner(CountingDrafter())
+    runner.histories = {"new": [1, 5]}
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False, drafts_after_output=True)
+    plan.num_scheduled_tokens, plan.total_num_scheduled_tokens, plan.num_spec_tokens_to_schedule = {"new": 2}, 2, 2
+    runner.execute_model(plan)
+    runner.sample_tokens()
+    runner.execute_model(MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False))
+    assert runner._held_job is None and runner.drafter.calls == []
 
 
 def test_process_drafter_late_rows_reach_the_scheduler_typed():
