@@ -448,7 +448,7 @@ def plot(result: dict, path: Path) -> None:
     runs, modes = result["runs"], result["config"]["modes"]
     concs = sorted({(r.get("output_len", 0), r["max_concurrency"]) for r in runs})
     rates = sorted({r["request_rate"] for r in runs}, key=rate_order)
-    colors = dict(zip(MODES, ("k", "b", "r", "orange")))
+    colors = dict(zip(MODES, ("k", "b", "r", "orange", "m")))
     fig, axes = plt.subplots(3, len(concs), figsize=(4.5 * len(concs), 9), squeeze=False)
     for col, (out, conc) in enumerate(concs):
         by = {(r["mode"], r["request_rate"]): r for r in runs
