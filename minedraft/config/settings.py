@@ -81,7 +81,8 @@ class MineDraftSettings:
     # A step that computes prompt tokens (a request's first token, or a prefill chunk) and drafts
     # inline: early, its drafter call runs after the engine core has queued the step's outputs (in
     # take_draft_token_ids), so the first token does not wait for that request's draft work; or
-    # after_drafts, inside sampling, as vLLM. Not in stock mode, which stays vLLM's behaviour.
+    # after_drafts, inside sampling, as vLLM. Not in stock mode, which stays vLLM's behaviour, nor for the
+    # n-gram and suffix drafters (no model forward).
     first_token: str = "early"
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ import pickle
 from pathlib import Path
 
 import torch
-from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
+from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -46,9 +46,11 @@ def engine_args(model_dir: str, **kw):
 def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | None = 3,
                    num_blocks: int = 10000, max_num_seqs: int = 64,
                    max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False,
-                   max_model_len: int | None = None, vllm_config: VllmConfig | None = None) -> Scheduler:
+                   max_model_len: int | None = None, draft_model: bool = False,
+                   vllm_config: VllmConfig | None = None) -> Scheduler:
     """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead.
-    ``max_model_len``: ``max_num_batched_tokens`` unless given."""
+    ``max_model_len``: ``max_num_batched_tokens`` unless given; ``draft_model``: the fake model
+    drafts for itself (``method: draft_model``) instead of ngram."""
     if vllm_config is None:
         max_model_len = max_model_len or max_num_batched_tokens
         model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
@@ -57,7 +59,11 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
                                            max_model_len=max_model_len, enable_chunked_prefill=True,
                                            is_encoder_decoder=False, watermark=0.0)
         cache_config = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=enable_prefix_caching)
-        spec = SpeculativeConfig(model="ngram", num_speculative_tokens=k) if k else None
+        spec = None
+        if k:
+            spec = (SpeculativeConfig(model=model_dir, method="draft_model", num_speculative_tokens=k,
+                                      target_model_config=model_config, target_parallel_config=ParallelConfig())
+                    if draft_model else SpeculativeConfig(model="ngram", num_speculative_tokens=k))
         vllm_config = VllmConfig(model_config=model_config, scheduler_config=scheduler_config,
                                  cache_config=cache_config, speculative_config=spec)
     cache_config = vllm_config.cache_config

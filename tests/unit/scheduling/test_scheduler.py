@@ -315,7 +315,8 @@ def test_a_fallback_step_with_prompt_tokens_drafts_after_its_outputs(model_dir, 
     the last one sampling the first token) and drafts inline; never a decode-only step, never stock mode."""
     monkeypatch.setenv("MINEDRAFT_MODE", mode)
     monkeypatch.setenv("MINEDRAFT_FIRST_TOKEN", first_token)
-    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_batched_tokens=16, max_num_seqs=4, max_model_len=128)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_batched_tokens=16, max_num_seqs=4,
+                           max_model_len=128, draft_model=True)
     sched.add_request(make_request("long", 40, 20))
     worker = FakeWorker(3, lambda rid, n: n)
     chunks = []
@@ -327,3 +328,11 @@ def test_a_fallback_step_with_prompt_tokens_drafts_after_its_outputs(model_dir, 
     assert len(chunks) == 3 and chunks == [expected] * 3  # 40 prompt tokens, 16 a step
     out = sched.schedule()
     assert out.num_scheduled_tokens == {"long": 1 + 3} and not out.drafts_after_output  # a decode: 1 + k
+
+
+def test_a_drafter_without_a_forward_drafts_inline_as_vllm(model_dir, monkeypatch):
+    """n-gram drafts in host code from the token table: nothing to move off the first token."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    sched = make_scheduler(model_dir, MineDraftScheduler)  # the harness's speculative config: ngram
+    sched.add_request(make_request("solo", 10, 20))
+    assert not sched.schedule().drafts_after_output
