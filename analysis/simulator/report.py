@@ -204,7 +204,7 @@ def h100_reading() -> list[str]:
         "Reading (KV-feasible points of the grid above):",
         "",
         f"- Same GPU, equal concurrency: {_span(same_eq)}. Both lanes share the GPU's memory bandwidth and, in "
-        "eager mode, the one host thread that launches their kernels (measured on an H200: an overlapped step "
+        "eager mode, the one host thread that launches their kernels (measured on an H100: an overlapped step "
         f"costs max + {SAME_GPU_INTERFERENCE} x min; {SAME_GPU_INTERFERENCE_GRAPHS} with both lanes as CUDA "
         "graphs), and halving the verified batch doubles the passes over the target's weights: "
         + ("parallel mode loses everywhere; the mode policy should keep stock SD." if max(same_eq)[0] < 1
@@ -239,7 +239,7 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
         + (" --fit-engine" if fit_engine else "") + "`; do not edit "
         "by hand. The model: `minedraft/cost_model/` (per-step lane costs -> tokens/s of no SD, stock SD and "
         "MineDraft, two-group split and fallback included). GPU figures are a model built from datasheets, model "
-        "cards, stated assumptions and four constants measured on an H200 with torch alone "
+        "cards, stated assumptions and four constants measured on an H100 with torch alone "
         "(`benchmarks/gpu_overlap.py`: bandwidth shares, eager launch cost, same-GPU interference); no GPU "
         "measurement inside vLLM is behind them.",
         "",
@@ -293,7 +293,7 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
         "- The throughput claims are \"up to\" figures (best dataset and k) and the model picks its best k, so a match "
         "says the lanes can balance as well as the paper found, not that each run is reproduced. The GPU constants "
         f"(bandwidth efficiency {BANDWIDTH_EFFICIENCY}, eager host {EAGER_HOST_MS_PER_LAYER} ms per layer: "
-        f"measured on an H200 with torch alone; compute efficiency {COMPUTE_EFFICIENCY}, engine overheads: "
+        f"measured on an H100 with torch alone; compute efficiency {COMPUTE_EFFICIENCY}, engine overheads: "
         "assumptions) are committed with the simulator "
         "(profile.py), not fitted here to these figures. The host time sets the small drafters' Td and so the "
         "best k, but moves the best gain much less (table below): with k free, some k nearly balances the lanes; "

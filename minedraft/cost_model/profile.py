@@ -23,7 +23,7 @@ A :class:`LatencyProfile` answers four questions in milliseconds:
 Two sources: :func:`~minedraft.cost_model.calibrate.fit_step_overlap` fits the CPU lanes to
 ``benchmarks/results/cpu/step_overlap.json``; :meth:`LatencyProfile.from_published`
 builds a GPU profile from datasheet and model-card figures, four constants
-measured on an H200 with torch alone (``benchmarks/gpu_overlap.py``: bandwidth
+measured on an H100 with torch alone (``benchmarks/gpu_overlap.py``: bandwidth
 shares, eager launch cost, same-GPU interference) and stated assumptions; no
 GPU profile has been measured inside vLLM.
 """
@@ -212,7 +212,7 @@ class LatencyProfile:
             max_running=kv_capacity(target, draft, gpu, target_devices, draft_on_own_device,
                                     target_bytes_per_param, gpu_memory_utilization=gpu_memory_utilization,
                                     tokens_per_request=prompt_tokens + output_tokens),
-            notes="published figures, H200 torch-level measurements and assumptions (minedraft/cost_model/profile.py)",
+            notes="published figures, H100 torch-level measurements and assumptions (minedraft/cost_model/profile.py)",
         )
 
 
@@ -288,7 +288,7 @@ def draft_cost_ratio(draft: ModelShape, calibrated: ModelShape, context_tokens: 
 # 1,979 FP8 TFLOPS; A100 SXM4 80 GB at 2.04 TB/s, 312 BF16 TFLOPS, no FP8. The paper's GPU model is not known
 # (minedraft-paper.md §1.4: "A100 80GB / H100 / L40 recommended"); H100 is an assumption, A100 a sensitivity.
 H100_SXM = Accelerator("H100 SXM5 80GB", 80.0, 3.35, 989.0, 1979.0)
-# H200 SXM 141 GB HBM3e at 4.8 TB/s, the H100's compute (datasheet): the GPU benchmarks/gpu_overlap.py ran on.
+# H200 SXM 141 GB HBM3e at 4.8 TB/s, the H100's compute (datasheet): the GPU benchmarks/gpu_overlap.py ran on first.
 H200 = Accelerator("H200 SXM 141GB", 141.0, 4.8, 989.0, 1979.0)
 A100_SXM = Accelerator("A100 SXM4 80GB", 80.0, 2.04, 312.0, 0.0)
 # L40 (48 GB GDDR6 at 0.864 TB/s, 181 dense BF16 TFLOPS, PCIe only: slower all-reduce, assumed 0.05 ms).
@@ -333,21 +333,24 @@ EAGLE_VICUNA_33B = dataclasses.replace(
     non_embedding_params_b=_EAGLE_LAYER.non_embedding_params_b + 2 * 6656 * 6656 / 1e9,
     params_b=_EAGLE_LAYER.non_embedding_params_b + 2 * 6656 * 6656 / 1e9 + 6656 * 32000 / 1e9)
 
-# Measured on an NVIDIA H200 (benchmarks/results/nvidia-h200/gpu_overlap.json, 2026-11-26; torch alone, bf16
-# decoder stacks of Llama-3.1-8B and Llama-3.2-1B shapes, context 512): calibrate.fit_gpu_overlap fits these
-# on that file, and tests/unit/cost_model/test_profile.py checks they agree with it.
+# Measured on an NVIDIA H100 80GB HBM3 (benchmarks/results/nvidia-h100-80gb-hbm3/gpu_overlap.json, 2026-11-26;
+# torch alone, bf16 decoder stacks of the Llama-3.1-8B / Llama-3.2-1B and Qwen3-32B / Qwen3-1.7B shapes, context
+# 512, k = 1, 3, 5, B = 1 to 128, medians of 30): calibrate.fit_gpu_overlap fits these on that file, and
+# tests/unit/cost_model/test_profile.py checks they agree with it. The profiles model H100s, so the H100 run is
+# their calibration; the earlier H200 run (benchmarks/results/nvidia-h200/) fits 0.66 / 0.49 / 0.15 / 1.02 / 0.59.
 # Share of the datasheet HBM bandwidth a forward reaches streaming its weights (graph replay, one request):
-BANDWIDTH_EFFICIENCY = 0.66  # the target (Llama-3.1-8B shape)
-DRAFT_BANDWIDTH_EFFICIENCY = 0.49  # the drafter (Llama-3.2-1B shape): smaller GEMMs reach less
+BANDWIDTH_EFFICIENCY = 0.72  # the target (Llama-3.1-8B shape)
+DRAFT_BANDWIDTH_EFFICIENCY = 0.57  # the drafter (Llama-3.2-1B shape): smaller GEMMs reach less
 # Host time per decoder layer to launch its kernels through PyTorch eager (the paper ran --enforce-eager;
 # the stack launches about a dozen kernels per layer). It hides under the GPU for Qwen3-32B, not for a small drafter.
-EAGER_HOST_MS_PER_LAYER = 0.15
+EAGER_HOST_MS_PER_LAYER = 0.14
 # Target and drafter on one GPU, the drafts on MineDraft's side stream: an overlapped step costs
 # max + i * min. Eager: the one host thread launches both lanes, so the drafter's host time cannot hide
-# (1.02: no better than one lane after the other); with both lanes replayed as CUDA graphs the GPU runs
-# them together and they share its memory bandwidth (0.59). The profiles model eager execution.
-SAME_GPU_INTERFERENCE = 1.02
-SAME_GPU_INTERFERENCE_GRAPHS = 0.59
+# (0.97: hardly better than one lane after the other); with both lanes replayed as CUDA graphs the GPU runs
+# them together and they share its memory bandwidth (0.78 over all rows: 0.53-0.86 at B <= 32 but for one 0.93,
+# 0.93-0.99 at B = 128, where the verification's GEMMs fill the GPU). The profiles model eager execution.
+SAME_GPU_INTERFERENCE = 0.97
+SAME_GPU_INTERFERENCE_GRAPHS = 0.78
 # Assumptions (inferred, not measured here):
 COMPUTE_EFFICIENCY = 0.60  # share of dense BF16 peak the verification GEMMs reach
 # The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);

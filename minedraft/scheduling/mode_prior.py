@@ -14,8 +14,8 @@ The prior of a shared placement is the cost model's predicted gain
 concurrency) on a profile calibrated for that placement: the committed CPU
 step profile for the thread lane (``minedraft/cost_model/calibration/``, measured on
 this project's CPU machines), the published-figure H100 one-GPU profile for
-the CUDA stream, whose same-GPU interference (1.02) was measured on an H200
-with torch alone (no step profile inside vLLM on a GPU yet). On the CPU
+the CUDA stream, whose same-GPU interference (0.97, eager) was measured on an
+H100 with torch alone (no step profile inside vLLM on a GPU yet). On the CPU
 profile the prediction stays below 1 up to 128 running requests at every k,
 on the H100 one up to 256: the policy then rations its probes.
 """

@@ -10,8 +10,8 @@ One interface, three implementations:
   in another order (measured: one token in 768 flipped on a near-tie).
 * :class:`CudaStreamLane` (GPU): the job is enqueued on a second CUDA stream
   after an event from the main stream. Its ordering, exceptions and overlap
-  were checked on an H200 with torch alone (``make test-gpu``, 2026-11-26),
-  not yet inside vLLM.
+  were checked on an H200 and an H100 with torch alone (``make test-gpu``,
+  2026-11-26), not yet inside vLLM.
 * :class:`InlineLane`: runs the job at submission (debugging, measurements).
 
 ``submit`` never blocks on the job; ``wait`` returns its result or re-raises
@@ -156,8 +156,9 @@ class CudaStreamLane(Lane):
         """Pay the side stream's first allocation, the pinned buffer and the first copy to it now.
 
         Measured on an H200 (benchmarks/results/nvidia-h200/lane_first_job.txt): on a cold lane the
-        first submit held the host until the side stream's job had finished (45.6 ms, no overlap);
-        warmed here, the first job overlapped the main stream's work, like every later one.
+        first submit held the host until the side stream's job had finished (45.6 ms, no overlap).
+        With this warm-up, on an H100 (benchmarks/results/nvidia-h100-80gb-hbm3/gpu_checks.txt), the
+        first job's submit took 0.7 ms and the job overlapped the main stream's, like every later one.
         """
         with self.cuda.stream(self.stream):
             probe = torch.zeros((1, 1), dtype=torch.long, device=device)
