@@ -233,9 +233,31 @@ def test_at_depth_0_new_requests_bring_a_new_verdict():
     # Some requests replaced: still the old verdict's evidence for the rest.
     run(controller, FakeEngine(greedy), 400, arrivals=(0.5, 2.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
-    # All replaced: a round, and the climb to the new best.
+    # All replaced, once: depth 0 already kept one round (the one right after the move), so the
+    # requests must all be replaced twice before the next.
+    assert controller.loads[8].kept_rounds == 1
     run(controller, FakeEngine(greedy), 400, arrivals=(2.0, 3.0))
+    assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
+    # All replaced again: a round, and the climb to the new best.
+    run(controller, FakeEngine(greedy), 400, arrivals=(4.0, 5.0))
     assert controller.verdict(8) == 3
+
+
+def test_rounds_that_new_requests_bring_back_off_while_they_keep_depth_0():
+    """Many short requests replace the running set often; where speculation keeps losing, the rounds
+    they bring need 1, 2, then 4 (at most) replacements of every running request."""
+    controller = DepthController(max_depth=1, exploit_steps=100_000)
+    engine = FakeEngine({0: 1000.0, 1: 800.0}, headroom=3.0)  # depth 1 loses, its ceiling does not rule it out
+    run(controller, engine, 200, arrivals=(0.0, 0.5))
+    assert controller.verdict(8) == 0 and controller.loads[8].kept_rounds == 1
+    rounds_at = []
+    for turnover in range(1, 16):  # every running request replaced every 60 steps
+        before = controller.probe_steps_run
+        run(controller, engine, 60, arrivals=(float(turnover), turnover + 0.5))
+        if controller.probe_steps_run > before:
+            rounds_at.append(turnover)
+    assert controller.verdict(8) == 0
+    assert rounds_at == [2, 6, 10, 14]  # 2 replacements after one kept round, 4 after two and more
 
 
 def test_new_requests_do_not_bring_back_depths_that_cannot_pay():
