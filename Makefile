@@ -78,8 +78,12 @@ bench: setup
 	$(BENCH)
 
 # MineDraft (auto, parallel) and stock servers under load, short and long outputs: TTFT, TPOT, ITL, E2E, goodput (~10 min).
+# Served and streamed (vllm bench serve): the target alone, stock SD and MineDraft's default, TTFT / TPOT /
+# ITL / E2E, concurrency 1, 4 and 16, prompts of 52-998 tokens, the kit's draft model and its EAGLE-3 head
+# (results/<device>/serving_<draft>.*, tables in benchmarks/README.md; about 6 min per drafter on 2 cores).
 bench-serving: setup
-	$(PY) benchmarks/serving.py --device $(DEVICE)
+	$(PY) benchmarks/serving.py --device $(DEVICE) --draft draft_perturbed --update-readme
+	$(PY) benchmarks/serving.py --device $(DEVICE) --draft eagle3 --update-readme
 
 # auto against stock SD with fresh engine pairs per repeat (benchmarks/results/cpu/auto_guard.*; ~46 min).
 bench-auto-guard: setup

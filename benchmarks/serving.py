@@ -1,14 +1,18 @@
 """Serving benchmark: MineDraft and stock vLLM servers under load, through ``vllm bench serve``.
 
-Servers (all on 127.0.0.1, the kit's target, k = 3 drafts from the kit's perturbed draft):
+Servers (all on 127.0.0.1, the kit's target, k = 3 drafts from ``--draft``, the kit's perturbed
+draft by default, as large as the target; ``eagle3``: its EAGLE-3 head):
 
 * ``no_sd``: the target alone;
-* ``stock_sd``: vLLM's speculative decoding (``draft_model``);
+* ``stock_sd``: vLLM's speculative decoding;
 * ``minedraft_auto``: the same plus ``--scheduler-cls minedraft`` with the product default
-  ``MINEDRAFT_MODE=auto`` (plain SD unless parallel steps are measured to win);
-* ``minedraft_parallel``: MineDraft pinned to parallel steps (``MINEDRAFT_MODE=parallel``).
+  ``MINEDRAFT_MODE=auto``;
+* on request (``--modes``): ``minedraft_parallel`` (``MINEDRAFT_MODE=parallel``) and
+  ``minedraft_auto_after_drafts`` (vLLM's order in a step with prompt tokens, RFC §2.6).
 
-Scenarios: output length (short and long runs) x max concurrency x request rate.
+Scenarios: output length x max concurrency x request rate. The default is what a user's first
+token sees: prompts of 52-998 tokens, outputs of 6-122, every request at once (rate inf) at max
+concurrency 1, 4 and 16, 24 requests a run; the table sets TTFT beside the target alone's.
 
 Design:
 
@@ -31,10 +35,11 @@ Design:
 ITL is vLLM's per streamed chunk: with speculative decoding a chunk carries up to k + 1
 tokens, so ITL there is closer to a per-step latency; TPOT is per token.
 
-    python benchmarks/serving.py [--quick] [--markdown] [--update-readme] [--device cpu|cuda]
+    python benchmarks/serving.py [--draft eagle3] [--quick] [--markdown] [--update-readme] [--device cpu|cuda]
     python benchmarks/serving.py --replot --markdown   # redraw plot and table from the JSON
 
-Writes ``benchmarks/results/<device>/serving.json`` and ``serving.png``.
+Writes ``benchmarks/results/<device>/serving_<draft>.json`` and ``.png``; ``--update-readme`` writes the
+table between ``benchmarks/README.md``'s markers for that draft.
 """
 
 from __future__ import annotations
@@ -63,7 +68,6 @@ from harness.server import Server
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
-MARK_BEGIN, MARK_END = "<!-- serving:begin -->", "<!-- serving:end -->"
 MODEL_NAME = "kit-target"
 STARTUP_TIMEOUT_S = 600  # four engines starting together on 2 cores take a few minutes
 STOP_TIMEOUT_S = 30
@@ -91,7 +95,7 @@ MODES = {
              settings=(("first_token", "after_drafts"),)),
     )
 }
-DEFAULT_MODES = ("no_sd", "stock_sd", "minedraft_auto", "minedraft_parallel")
+DEFAULT_MODES = ("no_sd", "stock_sd", "minedraft_auto")
 DRAFTS = ("draft_perturbed", "draft_small", "eagle3")  # the kit's; eagle3: method eagle3
 
 
@@ -392,22 +396,24 @@ def to_markdown(result: dict) -> str:
         f"TPOT <= {slo['tpot_ms']:g} ms. Latencies in ms as p50 / p90 / p99 / mean."
         + load_note(result),
         "",
-        "| output len | rate (req/s) | max conc | mode | out tok/s | vs stock SD | TTFT | TPOT | ITL | E2E "
-        "| goodput req/s (SLO met) | accept len | parallel steps |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| output len | rate (req/s) | max conc | mode | out tok/s | vs stock SD | TTFT | TTFT p50 vs target alone "
+        "| TPOT | ITL | E2E | goodput req/s (SLO met) | accept len | parallel steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = {m: i for i, m in enumerate(result["config"]["modes"])}
     rows = sorted(result["runs"], key=lambda r: (r.get("output_len", 0), r["max_concurrency"],
                                                  rate_order(r["request_rate"]), order.get(r["mode"], 99)))
     stock = {scenario_key(r): r["output_throughput"] for r in rows if r["mode"] == "stock_sd"}
+    alone = {scenario_key(r): r["ttft"]["p50"] for r in rows if r["mode"] == "no_sd"}
     for r in rows:
-        base = stock.get(scenario_key(r))
+        base, ttft_base = stock.get(scenario_key(r)), alone.get(scenario_key(r))
         ratio = "-" if not base else f"{r['output_throughput'] / base:.2f}x"
+        ttft_ratio = "-" if not ttft_base else f"{r['ttft']['p50'] / ttft_base:.2f}x"
         goodput = "-" if r["goodput"] is None else f"{r['goodput']:.2f} ({100 * r['slo_attainment']:.0f} %)"
         share = "-" if r["parallel_step_share"] is None else f"{100 * r['parallel_step_share']:.0f} %"
         accept = "-" if r["acceptance_length"] is None else f"{r['acceptance_length']:.2f}"
         lines.append(f"| {r.get('output_len', '-')} | {r['request_rate']} | {r['max_concurrency']} | {r['mode']} "
-                     f"| {r['output_throughput']:.0f} | {ratio} | {cell(r['ttft'])} | {cell(r['tpot'])} | {cell(r['itl'])} | {cell(r['e2el'])} "
+                     f"| {r['output_throughput']:.0f} | {ratio} | {cell(r['ttft'])} | {ttft_ratio} | {cell(r['tpot'])} | {cell(r['itl'])} | {cell(r['e2el'])} "
                      f"| {goodput} | {accept} | {share} |")
     return "\n".join(lines)
 
@@ -421,21 +427,26 @@ def load_note(result: dict) -> str:
     return f" Load average (1 min) {load['start']:g} at start, {load['end']:g} at end." if load else ""
 
 
-def replace_between_markers(text: str, block: str) -> str:
-    """``text`` with what lies between the serving markers replaced by ``block``.
+def markers(draft: str) -> tuple[str, str]:
+    return f"<!-- serving-{draft}:begin -->", f"<!-- serving-{draft}:end -->"
+
+
+def replace_between_markers(text: str, block: str, draft: str = "draft_perturbed") -> str:
+    """``text`` with what lies between ``draft``'s serving markers replaced by ``block``.
 
     Without markers, appends a minimal section holding them.
     """
-    begin, end = text.find(MARK_BEGIN), text.find(MARK_END)
+    mark_begin, mark_end = markers(draft)
+    begin, end = text.find(mark_begin), text.find(mark_end)
     if begin < 0 or end < begin:
-        return text.rstrip("\n") + f"\n\n## Serving benchmark\n\n{MARK_BEGIN}\n{block}\n{MARK_END}\n"
-    return text[: begin + len(MARK_BEGIN)] + f"\n{block}\n" + text[end:]
+        return text.rstrip("\n") + f"\n\n## Serving benchmark ({draft})\n\n{mark_begin}\n{block}\n{mark_end}\n"
+    return text[: begin + len(mark_begin)] + f"\n{block}\n" + text[end:]
 
 
-def update_readme(table: str) -> None:
+def update_readme(table: str, draft: str) -> None:
     # Read right before writing: other edits to the README may have landed meanwhile.
     text = README.read_text()
-    README.write_text(replace_between_markers(text, table))
+    README.write_text(replace_between_markers(text, table, draft))
 
 
 def plot(result: dict, path: Path) -> None:
@@ -486,14 +497,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--quick", action="store_true", help="smoke run (~2 min): fewer scenarios and prompts")
     p.add_argument("--modes", nargs="+", choices=tuple(MODES),
-                   help="default: all (--quick: all but minedraft_parallel)")
-    p.add_argument("--rates", type=float, nargs="+", help="request rates (req/s; inf: all at once)")
-    p.add_argument("--concurrency", type=int, nargs="+", help="max concurrency values")
+                   help="default: no_sd stock_sd minedraft_auto")
+    p.add_argument("--rates", type=float, nargs="+", help="request rates (req/s; default inf: all at once)")
+    p.add_argument("--concurrency", type=int, nargs="+", help="max concurrency values (default 1 4 16)")
     p.add_argument("--num-prompts", type=int, help="requests per run")
-    p.add_argument("--input-len", type=int, default=64)
-    p.add_argument("--output-len", type=int, nargs="+", default=[32, 256],
-                   help="mean output lengths, one scenario set each (short and long runs)")
-    p.add_argument("--range-ratio", type=float, default=0.5)
+    p.add_argument("--input-len", type=int, default=525, help="mean prompt tokens")
+    p.add_argument("--output-len", type=int, nargs="+", default=[64],
+                   help="mean output lengths, one scenario set each")
+    p.add_argument("--range-ratio", type=float, default=0.9, help="lengths uniform in mean x (1 -+ this)")
     p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
     p.add_argument("--draft", choices=DRAFTS, default="draft_perturbed", help="the kit's drafter (eagle3: its head)")
     p.add_argument("--minedraft-settings", type=json.loads, default={},
@@ -502,7 +513,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # 5 ms (no SD) to 10-15 ms (SD), so these hold at light load and fail under contention.
     p.add_argument("--slo-ttft-ms", type=float, default=250.0)
     p.add_argument("--slo-tpot-ms", type=float, default=20.0, help="20 ms: 50 tokens/s per request")
-    p.add_argument("--out", help="result JSON (default: results/<device>/serving.json)")
+    p.add_argument("--out", help="result JSON (default: results/<device>/serving_<draft>.json)")
     p.add_argument("--replot", action="store_true", help="no runs: redraw the plot (and table) from --out")
     p.add_argument("--markdown", action="store_true", help="print the result table as markdown")
     p.add_argument("--update-readme", action="store_true", help="write the table into benchmarks/README.md")
@@ -512,10 +523,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_config(args: argparse.Namespace) -> Config:
     quick = args.quick
     return Config(
-        # --quick leaves out one server: four engines starting together dominate its time.
-        device=args.device, modes=tuple(args.modes or (DEFAULT_MODES[:3] if quick else DEFAULT_MODES)),
-        rates=tuple(args.rates or (4.0, math.inf)),
-        concurrency=tuple(args.concurrency or ((4,) if quick else (4, 16))),
+        device=args.device, modes=tuple(args.modes or DEFAULT_MODES),
+        rates=tuple(args.rates or (math.inf,)),
+        concurrency=tuple(args.concurrency or ((4,) if quick else (1, 4, 16))),
         num_prompts=args.num_prompts or (8 if quick else 24),
         input_len=args.input_len, output_lens=tuple(args.output_len), range_ratio=args.range_ratio, k=args.k,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
@@ -557,7 +567,7 @@ def _raise_on_sigterm(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    out = Path(args.out) if args.out else HERE / "results" / device_name(args.device) / "serving.json"
+    out = Path(args.out) if args.out else HERE / "results" / device_name(args.device) / f"serving_{args.draft}.json"
     if args.replot:
         result = json.loads(out.read_text())
     else:
@@ -574,7 +584,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.markdown:
         print(table)
     if args.update_readme:
-        update_readme(table)
+        update_readme(table, result["config"].get("draft", "draft_perturbed"))
 
 
 if __name__ == "__main__":

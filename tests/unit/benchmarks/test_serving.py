@@ -95,16 +95,21 @@ def test_markdown_table_orders_rows_and_states_the_slo():
     assert "| 1.50 (75 %) | 2.49 | - |" in table
     stock = serving.summarize(bench_result())["output_throughput"]
     assert f"| minedraft_auto | 90 | {90.0 / stock:.2f}x |" in table
+    # TTFT p50 beside the target alone's in the same scenario (here every mode has the same TTFT).
+    assert table.count("| 10.5 / 10.9 / 11.0 / 10.0 | 1.00x |") == 6
 
 
 @pytest.mark.parametrize("before, after", [
-    ("# B\n\nintro\n\n<!-- serving:begin -->\nold\ntable\n<!-- serving:end -->\n\n## Next\n",
-     "# B\n\nintro\n\n<!-- serving:begin -->\nNEW\n<!-- serving:end -->\n\n## Next\n"),
-    ("# B\n\nintro\n", "# B\n\nintro\n\n## Serving benchmark\n\n<!-- serving:begin -->\nNEW\n<!-- serving:end -->\n"),
+    ("# B\n\nintro\n\n<!-- serving-eagle3:begin -->\nold\ntable\n<!-- serving-eagle3:end -->\n\n## Next\n",
+     "# B\n\nintro\n\n<!-- serving-eagle3:begin -->\nNEW\n<!-- serving-eagle3:end -->\n\n## Next\n"),
+    ("# B\n\nintro\n",
+     "# B\n\nintro\n\n## Serving benchmark (eagle3)\n\n<!-- serving-eagle3:begin -->\nNEW\n<!-- serving-eagle3:end -->\n"),
 ])
-def test_readme_update_touches_only_the_marked_block(before, after):
-    assert serving.replace_between_markers(before, "NEW") == after
-    assert serving.replace_between_markers(after, "NEW") == after  # idempotent
+def test_readme_update_touches_only_the_marked_block_of_its_draft(before, after):
+    assert serving.replace_between_markers(before, "NEW", "eagle3") == after
+    assert serving.replace_between_markers(after, "NEW", "eagle3") == after  # idempotent
+    other = "<!-- serving-draft_small:begin -->\nkept\n<!-- serving-draft_small:end -->\n"
+    assert other in serving.replace_between_markers(other + before, "NEW", "eagle3")
 
 
 def test_a_server_s_drafter_and_minedraft_settings():
@@ -122,4 +127,8 @@ def test_a_server_s_drafter_and_minedraft_settings():
                                                                            "speculation_depth": "fixed"}
     assert engines["minedraft_auto_after_drafts"]["additional_config"]["minedraft"] == {
         "mode": "auto", "speculation_depth": "fixed", "first_token": "after_drafts"}
-    assert serving.make_config(serving.parse_args([])).modes == serving.DEFAULT_MODES
+    default = serving.make_config(serving.parse_args([]))
+    assert default.modes == serving.DEFAULT_MODES == ("no_sd", "stock_sd", "minedraft_auto")
+    # The first token's workload: prompts of 52-998 tokens, all requests at once, concurrency 1, 4, 16.
+    assert (default.input_len, default.range_ratio, default.rates, default.concurrency) == (
+        525, 0.9, (float("inf"),), (1, 4, 16))
