@@ -44,8 +44,9 @@ second of whole steps, so acceptance, drafting and verification all count):
   running requests must all have been replaced ``2**min(n, max_turnover_backoff)``
   times. Many short requests replace the running set every few hundred steps,
   and a probe that leaves depth 0 costs the draft a catch-up besides its own
-  steps (measured: the EAGLE-3 head at 32 requests spent 8 % of its steps in
-  such rounds and ran at 0.79x of the target alone, against a floor of 0.9x).
+  steps (measured with the EAGLE-3 head at 32 requests: 8-23 % of its steps
+  off depth 0 and 0.79x-0.80x of the target alone, against a depth-0 floor
+  near 0.9x; with this backoff 7-8 %).
 * Settling. A step verifies drafts made one or two steps earlier (two in a
   MineDraft parallel step), so after a change of depth ``settle_steps`` steps
   are not counted for either depth.
