@@ -77,7 +77,6 @@ bench: setup
 	$(PY) benchmarks/sweep.py --device $(DEVICE)
 	$(BENCH)
 
-# MineDraft (auto, parallel) and stock servers under load, short and long outputs: TTFT, TPOT, ITL, E2E, goodput (~10 min).
 # Served and streamed (vllm bench serve): the target alone, stock SD and MineDraft's default, TTFT / TPOT /
 # ITL / E2E, concurrency 1, 4 and 16, prompts of 52-998 tokens, the kit's draft model and its EAGLE-3 head
 # (results/<device>/serving_<draft>.*, tables in benchmarks/README.md; about 6 min per drafter on 2 cores).

@@ -99,9 +99,9 @@ def as_graph(fn, stream: torch.cuda.Stream):
     stream and replayed at once on two streams share one workspace. Captured that way (torch
     2.11, H200, 2026-11-26), 4 of the 10 graph rows attempted never finished: the host waited in
     the lane's join for an event the side stream never reached. The shared workspace is the
-    likely cause: captured on separate streams, none of 33 graph rows hung on an H100 (2026-11-26). MineDraft's GPU path plans
-    the same separation (RFC.md §4: the drafter's graphs captured on the lane's stream; today the
-    in-process drafter runs eager on GPU).
+    likely cause: captured on separate streams, none of 33 graph rows hung on an H100
+    (2026-11-26). MineDraft's GPU path plans the same separation (RFC.md §4: the drafter's
+    graphs captured on the lane's stream; today the in-process drafter runs eager on GPU).
     """
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):

@@ -431,7 +431,7 @@ def markers(draft: str) -> tuple[str, str]:
     return f"<!-- serving-{draft}:begin -->", f"<!-- serving-{draft}:end -->"
 
 
-def replace_between_markers(text: str, block: str, draft: str = "draft_perturbed") -> str:
+def replace_between_markers(text: str, block: str, draft: str) -> str:
     """``text`` with what lies between ``draft``'s serving markers replaced by ``block``.
 
     Without markers, appends a minimal section holding them.

@@ -199,8 +199,8 @@ class DepthController:
             if drifted or due:  # every neighbour is known to lose, at any acceptance: the verdict stays
                 self._end_round(load, state)
                 return
-            # New requests, and nothing that could pay to probe: the wait for the next round goes on.
-            state.last_round_newest = self._newest_arrival
+            # New requests, and nothing that could pay to probe: the wait for the next round goes on
+            # (from these requests: last_round_newest moved on with the turnover).
         state.rates = {state.depth: Rate()}
 
     def _start_round(self, state: _LoadState, recheck: bool = False) -> bool:

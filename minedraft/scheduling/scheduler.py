@@ -60,9 +60,6 @@ from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedul
 
 logger = get_logger(__name__)
 
-# Drafters that run no model: nothing of theirs delays a first token.
-NO_FORWARD_METHODS = ("ngram", "ngram_gpu", "suffix")
-
 
 class _StepRecord(NamedTuple):
     """A step as the mode policy sees it."""
@@ -111,9 +108,10 @@ class MineDraftScheduler(Scheduler):
         # Steps with prompt tokens draft after their outputs are queued (not in stock mode: vLLM's order).
         # Not for the n-gram and suffix drafters: they have no forward to move, and their call's inputs
         # (the whole token table) would be copied for nothing.
-        method = self.vllm_config.speculative_config.method if self.vllm_config.speculative_config else None
+        spec = self.vllm_config.speculative_config
+        runs_no_model = spec is not None and (spec.use_ngram() or spec.method == "suffix")
         self._first_token_early = (self.settings.first_token == "early" and self.settings.mode != "stock"
-                                   and method not in NO_FORWARD_METHODS)
+                                   and not runs_no_model)
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None

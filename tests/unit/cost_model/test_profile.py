@@ -78,5 +78,5 @@ def test_measured_gpu_constants_agree_with_the_committed_h100_run():
     assert fit.interference["eager"] == pytest.approx(profile.SAME_GPU_INTERFERENCE, abs=0.005)
     assert fit.interference["graph"] == pytest.approx(profile.SAME_GPU_INTERFERENCE_GRAPHS, abs=0.005)
     # Sharing one GPU costs, on both GPUs measured: neither mode overlaps as separate devices would (i = 0).
-    for fit in (fit, fit_gpu_overlap(path.parents[1] / "nvidia-h200" / "gpu_overlap.json")):
-        assert 0.3 < fit.interference["graph"] < fit.interference["eager"] <= 1.1
+    for gpu_fit in (fit, fit_gpu_overlap(path.parents[1] / "nvidia-h200" / "gpu_overlap.json")):
+        assert 0.3 < gpu_fit.interference["graph"] < gpu_fit.interference["eager"] <= 1.1
