@@ -28,7 +28,8 @@ Design:
   same prompts, lengths and arrival times; each scenario has its own seed, so that vLLM's
   prefix cache cannot serve prompts seen in an earlier scenario. Each server is warmed once before measuring.
 * Goodput is vLLM's: completed requests per second meeting every SLO (TTFT and TPOT).
-* MineDraft's share of parallel steps per run comes from the servers' ``minedraft:*`` counters.
+* MineDraft's share of parallel steps per run comes from the servers' ``minedraft:*`` counters, and the
+  mean first token's split on the server (until queued, queue, prefill, delivery) from vLLM's histograms.
 * Servers run in their own process groups, killed in a ``finally`` (SIGTERM is turned into
   an exception so that the ``finally`` also runs when the script is terminated).
 
@@ -244,30 +245,57 @@ def vllm_logs_to(stream):
             h.setStream(sys.stdout)
 
 
-def scrape_minedraft_steps(server: Server) -> dict[str, float]:
-    """MineDraft's step counters (empty for stock servers)."""
+def scrape_counters(server: Server) -> dict[str, float]:
+    """MineDraft's step counters (none on stock servers) and vLLM's first-token histograms' sums and counts."""
     import requests
 
-    text = requests.get(f"{server.url}/metrics", timeout=30).text
-    return parse_minedraft_steps(text)
+    return parse_counters(requests.get(f"{server.url}/metrics", timeout=30).text)
 
 
-def parse_minedraft_steps(text: str) -> dict[str, float]:
+# vLLM's per-request histograms that split the first token's time on the server (seconds): arrival at
+# the front end -> first token processed there; queued -> scheduled, scheduled -> first token processed
+# (both from the engine core's timestamps).
+FIRST_TOKEN_HISTOGRAMS = ("time_to_first_token_seconds", "request_queue_time_seconds", "request_prefill_time_seconds")
+
+
+def parse_counters(text: str) -> dict[str, float]:
+    """Samples summed over labels: ``parallel_steps``, ``fallback_steps`` and ``<histogram>_sum``/``_count``."""
+    histograms = "|".join(FIRST_TOKEN_HISTOGRAMS)
+    pattern = (rf"(?:minedraft:(?P<steps>parallel_steps|fallback_steps)(?:_total)?"
+               rf"|vllm:(?P<hist>(?:{histograms})_(?:sum|count)))(?:\{{[^}}]*\}})? (?P<value>\S+)$")
     out: dict[str, float] = {}
     for line in text.splitlines():
-        m = re.match(r"minedraft:(parallel_steps|fallback_steps)(?:_total)?(?:\{[^}]*\})? (\S+)$", line)
-        if m:
-            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+        if m := re.match(pattern, line):
+            key = m.group("steps") or m.group("hist")
+            out[key] = out.get(key, 0.0) + float(m.group("value"))
     return out
 
 
 def parallel_share(before: dict[str, float], after: dict[str, float]) -> float | None:
     """Share of engine steps that ran in parallel mode between two scrapes."""
-    if not after:
+    if "parallel_steps" not in after and "fallback_steps" not in after:
         return None
     par = after.get("parallel_steps", 0.0) - before.get("parallel_steps", 0.0)
     fb = after.get("fallback_steps", 0.0) - before.get("fallback_steps", 0.0)
     return round(par / (par + fb), 3) if par + fb > 0 else None
+
+
+def server_first_token(before: dict[str, float], after: dict[str, float], client_ttft_mean_ms: float) -> dict | None:
+    """The run's mean first-token time split where the server sees it (ms): ``until_queued`` (arrival at the
+    front end to the scheduler's waiting queue: tokenizing, the hop to the engine core, and the rest of the
+    engine step in progress, which the engine core finishes before it takes new requests), ``queue``
+    (waiting to be scheduled), ``prefill`` (scheduled to the first token processed by the front end) and
+    ``delivery`` (the client's TTFT less the server's: streaming it out)."""
+    means = {}
+    for name in FIRST_TOKEN_HISTOGRAMS:
+        n = after.get(f"{name}_count", 0.0) - before.get(f"{name}_count", 0.0)
+        if n <= 0:
+            return None
+        means[name] = 1000 * (after.get(f"{name}_sum", 0.0) - before.get(f"{name}_sum", 0.0)) / n
+    ttft, queue, prefill = (means[name] for name in FIRST_TOKEN_HISTOGRAMS)
+    split = {"until_queued": ttft - queue - prefill, "queue": queue, "prefill": prefill,
+             "delivery": client_ttft_mean_ms - ttft}
+    return {k: round(v, 2) for k, v in split.items()}
 
 
 def rotated(modes: tuple[str, ...], i: int) -> list[str]:
@@ -349,13 +377,14 @@ def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, lo
                 f"-c{scenario.concurrency}.json")
     argv = bench_argv(server, cfg, kit, cfg.num_prompts, scenario, work, filename)
     server.check_alive()
-    before = scrape_minedraft_steps(server)
+    before = scrape_counters(server)
     row = summarize(run_bench(argv, work / filename, log))
     server.check_alive()
-    share = parallel_share(before, scrape_minedraft_steps(server))
+    after = scrape_counters(server)
     return {"mode": server.name, "request_rate": format_rate(scenario.rate),
             "max_concurrency": scenario.concurrency, "output_len": scenario.output_len, "seed": scenario.seed,
-            **row, "parallel_step_share": share,
+            **row, "parallel_step_share": parallel_share(before, after),
+            "server_first_token_ms": server_first_token(before, after, row["ttft"]["mean"]),
             "command": "minedraft bench serve " + shlex.join(argv)}
 
 

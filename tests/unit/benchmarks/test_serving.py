@@ -54,11 +54,30 @@ minedraft:parallel_steps_created 1.7e+09
 minedraft:fallback_steps_total{engine="0"} 10.0
 vllm:num_requests_running{engine="0"} 3.0
 """
-    after = serving.parse_minedraft_steps(text)
+    after = serving.parse_counters(text)
     assert after == {"parallel_steps": 30.0, "fallback_steps": 10.0}
     assert serving.parallel_share({"parallel_steps": 10.0, "fallback_steps": 0.0}, after) == 0.667
     assert serving.parallel_share({}, {}) is None  # a stock server has no minedraft counters
     assert serving.parallel_share(after, after) is None  # no steps in between
+
+
+def test_the_first_token_split_on_the_server():
+    def scrape(ttft_s: float, queue_s: float, prefill_s: float, n: int) -> dict[str, float]:
+        lines = []
+        for name, total in (("time_to_first_token", ttft_s), ("request_queue_time", queue_s),
+                            ("request_prefill_time", prefill_s)):
+            for engine in ("0", "1"):  # summed over vLLM's engine label
+                lines += [f'vllm:{name}_seconds_sum{{engine="{engine}",model_name="m"}} {total / 2}',
+                          f'vllm:{name}_seconds_count{{engine="{engine}",model_name="m"}} {n / 2}',
+                          f'vllm:{name}_seconds_bucket{{engine="{engine}",le="0.1"}} 1.0']
+        return serving.parse_counters("\n".join(lines))
+
+    before, after = scrape(1.0, 0.0, 0.5, 4), scrape(2.5, 0.01, 1.7, 14)
+    assert after["time_to_first_token_seconds_count"] == 14 and serving.parallel_share(before, after) is None
+    # Ten first tokens: 150 ms each on the server, 1 ms queued, 120 ms from scheduled; 160 ms at the client.
+    assert serving.server_first_token(before, after, 160.0) == {
+        "until_queued": 29.0, "queue": 1.0, "prefill": 120.0, "delivery": 10.0}
+    assert serving.server_first_token(after, after, 160.0) is None  # no request in between
 
 
 def test_rotation_puts_each_mode_first_once():
