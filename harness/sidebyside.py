@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 from harness.child import run_once, serve
 from harness.engine_args import Speculation, engine_kwargs
@@ -30,12 +31,16 @@ def workload(seed: int, num_requests: int, vocab: int):
 
 
 def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None,
-                          method: str = "draft_model", speculation_extra: dict | None = None) -> dict:
-    """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption."""
+                          method: str = "draft_model", speculation_extra: dict | None = None,
+                          tensor_parallel_size: int = 1) -> dict:
+    """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption;
+    ``tensor_parallel_size`` > 1: vLLM's multiprocessing executor, a worker process per rank."""
     speculation = Speculation(draft, k, method, extra=speculation_extra or {})
+    parallel = ({} if tensor_parallel_size == 1 else
+                {"tensor_parallel_size": tensor_parallel_size, "distributed_executor_backend": "mp"})
     return engine_kwargs(mode, target, speculation, minedraft=minedraft, max_model_len=1024,
                          enable_chunked_prefill=True, max_num_batched_tokens=128, enable_prefix_caching=True,
-                         num_gpu_blocks_override=48)
+                         num_gpu_blocks_override=48, **parallel)
 
 
 def make_handler(spec: dict):
@@ -43,7 +48,8 @@ def make_handler(spec: dict):
 
     worker = {"worker_cls": spec["worker_cls"]} if spec.get("worker_cls") else {}
     llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
-                                      spec.get("method", "draft_model"), spec.get("speculation_extra")), **worker)
+                                      spec.get("method", "draft_model"), spec.get("speculation_extra"),
+                                      spec.get("tensor_parallel_size", 1)), **worker)
     reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
 
@@ -93,21 +99,31 @@ def engine_counters(llm) -> dict[str, float]:
     return metrics
 
 
-def run_mode(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
-             env: dict | None = None, timeout: int = 600, passes: int = 1, minedraft: dict | None = None,
-             log_dir=None, method: str = "draft_model", worker_cls: str | None = None,
-             speculation_extra: dict | None = None) -> dict:
+CHILD = ["-m", "harness.sidebyside"]  # the child process that runs one mode
+
+
+def mode_spec(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
+              minedraft: dict | None = None, method: str = "draft_model", worker_cls: str | None = None,
+              speculation_extra: dict | None = None, tensor_parallel_size: int = 1) -> dict:
+    """The spec of a child (``python -m harness.sidebyside``) that runs one mode: :func:`run_mode`'s
+    arguments."""
+    return {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
+            "seed": seed, "minedraft": minedraft, "method": method, "worker_cls": worker_cls,
+            "speculation_extra": speculation_extra, "tensor_parallel_size": tensor_parallel_size}
+
+
+def run_mode(mode: str, target: str, draft: str, *, env: dict | None = None, timeout: int = 600, passes: int = 1,
+             log_dir=None, **spec: Any) -> dict:
     """Run one mode (:data:`harness.modes.BENCH_MODES`) in a fresh engine; ``passes`` > 1
     repeats the workload in the same engine (warm runs, under ``"warm"``). The engine's log
-    is ``<log_dir>/<mode>.log`` (a new temporary directory by default). ``draft`` is the
-    speculative config's model for ``method`` (``draft_model``, ``eagle3``, ...); ``worker_cls``
-    replaces MineDraft's worker (the tests' fault-injecting one); ``speculation_extra``: more keys of
-    the speculative config."""
-    spec = {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
-            "seed": seed, "minedraft": minedraft, "method": method, "worker_cls": worker_cls,
-            "speculation_extra": speculation_extra}
-    return run_once(["-m", "harness.sidebyside"], spec, {"cmd": "run", "passes": passes}, env=env,
+    is ``<log_dir>/<mode>.log`` (a new temporary directory by default). ``spec``: :func:`mode_spec`'s
+    keywords: ``draft`` is the speculative config's model for ``method`` (``draft_model``, ``eagle3``,
+    ...); ``worker_cls`` replaces MineDraft's worker (the tests' fault-injecting one);
+    ``speculation_extra``: more keys of the speculative config; ``tensor_parallel_size``: the
+    target's (a worker process per rank)."""
+    return run_once(CHILD, mode_spec(mode, target, draft, **spec), {"cmd": "run", "passes": passes}, env=env,
                     timeout_s=timeout, log_dir=log_dir)
+
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 ``end_with_parent`` starts a daemon thread that waits for the parent
 *process* to exit (a pidfd where Linux has one, else polling ``getppid``) and
 then SIGKILLs the calling process. MineDraft uses it (``end_with_vllm_parent``)
-for vLLM's engine core when MineDraft is selected and for the target's
-worker that starts a draft engine, and for the draft engine itself; a SIGKILLed front end then takes
+for vLLM's engine core when MineDraft is selected, for MineDraft's worker processes (vLLM's
+multiprocessing executor: a worker stuck inside a collective cannot act on vLLM's own request to
+stop), and for the draft engine itself; a SIGKILLed front end then takes
 the whole tree with it, level by level (in about 2 s here). vLLM 0.32.0's
 engine core and workers otherwise outlive a SIGKILLed front end (measured:
 still running a minute later).

@@ -7,12 +7,13 @@ configuration is refused before any model loads.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 from minedraft import registry
 from minedraft.config.environment import inherited
-from minedraft.config.settings import CONFIG_KEY
+from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
 from minedraft.log import get_logger
 from minedraft.process_drafter.frontend import select_process_drafter
@@ -22,7 +23,7 @@ logger = get_logger(__name__)
 
 def select_minedraft_engine_args(engine_args: Any) -> None:
     """Point ``engine_args`` at MineDraft's classes, after checking them."""
-    settings = validate_engine_args(engine_args)
+    settings = lane_for_tensor_parallelism(validate_engine_args(engine_args), engine_args.tensor_parallel_size or 1)
     if settings.drafter == "process":
         select_process_drafter(engine_args, settings)
     # vLLM ships additional_config to the engine core and the workers: the
@@ -36,6 +37,24 @@ def select_minedraft_engine_args(engine_args: Any) -> None:
     force_v1_model_runner()
     if engine_args.worker_cls == "auto":
         engine_args.worker_cls = _default_worker_qualname()
+
+
+def lane_for_tensor_parallelism(settings: MineDraftSettings, tensor_parallel_size: int) -> MineDraftSettings:
+    """The in-process drafter of a tensor-parallel target drafts on the serial lane.
+
+    vLLM shards the draft model (or EAGLE head) over the target's tensor-parallel group, so every
+    draft forward issues collectives on that group. A lane thread or stream beside the target's
+    forward would interleave them with the target's in an order of its own on each rank: measured
+    at TP 2 on CPU, ranks that met different collectives (gloo aborts a rank on a size mismatch;
+    equal sizes would add up the wrong tensors, or wait for each other for ever). Inline, every rank
+    issues the draft's collectives at the same point of its step. Parallel steps still alternate the
+    groups; the draft work no longer overlaps the target's."""
+    if tensor_parallel_size == 1 or settings.drafter != "in-process" or settings.lane == "serial":
+        return settings
+    logger.info("MineDraft: tensor parallelism %d: the in-process drafter runs on the serial lane (its "
+                "collectives in the target's order on every rank; a lane beside the target would interleave "
+                "them differently per rank).", tensor_parallel_size)
+    return dataclasses.replace(settings, lane="serial")
 
 
 def validate_selected_config(vllm_config: Any) -> None:

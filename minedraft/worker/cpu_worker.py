@@ -10,12 +10,17 @@ require_supported_vllm()
 
 from vllm.v1.worker.cpu_worker import CPUWorker
 
+from minedraft.lifetime import end_with_vllm_parent
 from minedraft.monkeypatch import apply_worker_patches, scoped_patch
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 
 
 class MineDraftCPUWorker(CPUWorker):
     def init_device(self) -> None:
+        # A worker process (vLLM's multiprocessing executor: tensor parallelism) ends with its engine
+        # core even while its main thread is stuck in a collective: vLLM's own watcher only asks that
+        # thread to stop, which it cannot do from inside the collective.
+        end_with_vllm_parent()
         apply_worker_patches()
         if self.use_v2_model_runner:
             raise RuntimeError(

@@ -9,10 +9,15 @@ require_supported_vllm()
 
 from vllm.v1.worker.gpu_worker import Worker
 
+from minedraft.lifetime import end_with_vllm_parent
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 
 
 class MineDraftGPUWorker(Worker):
+    def init_device(self) -> None:
+        end_with_vllm_parent()  # as MineDraftCPUWorker's: no worker outlives its engine core
+        super().init_device()
+
     def _make_model_runner(self) -> MineDraftGPUModelRunner:
         if self.use_v2_model_runner:  # the front end forces MRV1; checked again in this process
             raise RuntimeError("minedraft: MineDraft runs on vLLM's V1 model runner; "

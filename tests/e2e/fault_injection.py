@@ -5,6 +5,8 @@ MINEDRAFT_INJECT_FAULT (comma-separated) names the faults:
 * ``draft_lane``: every deferred draft job fails on the draft lane;
 * ``draft_lane_stall``: every deferred draft job first appends a line to
   MINEDRAFT_FAULT_MARKER, then sleeps MINEDRAFT_FAULT_STALL_S (default 5);
+* ``draft_lane_hang_rank1``: under tensor parallelism, rank 1's first deferred draft job never
+  returns; the other ranks wait for it inside their next collective;
 * ``drafter_stall``, ``drafter_exit``: the process drafter's engine is late or
   exits (fault_draft_engine.py, which this worker starts in its place).
 
@@ -14,6 +16,7 @@ runs harness.sidebyside's workload through it.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -31,8 +34,8 @@ FAULT_DRAFT_ENGINE = ("-m", "tests.e2e.fault_draft_engine")
 class FaultyJobs:
     """A draft source whose deferred jobs fail (``draft_lane``) or stall first (``draft_lane_stall``)."""
 
-    def __init__(self, source: Any, faults: frozenset[str]) -> None:
-        self.source, self.faults = source, faults
+    def __init__(self, source: Any, faults: frozenset[str], rank: int = 0) -> None:
+        self.source, self.faults, self.rank = source, faults, rank
 
     def run(self, job: DraftJob | None) -> None:
         self.source.run(job if job is None else self._faulty(job))
@@ -43,6 +46,8 @@ class FaultyJobs:
     def _faulty(self, job: DraftJob) -> DraftJob:
         if "draft_lane" in self.faults:
             return DraftJob(job.req_ids, _raise_injected_fault, (), {})
+        if "draft_lane_hang_rank1" in self.faults and self.rank == 1:
+            return DraftJob(job.req_ids, _hang, (), {})
         if "draft_lane_stall" in self.faults:
             return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
         return job
@@ -50,6 +55,10 @@ class FaultyJobs:
 
 def _raise_injected_fault():
     raise RuntimeError("injected draft-lane fault (MINEDRAFT_INJECT_FAULT=draft_lane)")
+
+
+def _hang():
+    threading.Event().wait()  # for ever: only the end of the process ends it
 
 
 def _stalled(propose):
@@ -68,7 +77,7 @@ class FaultInjectingCPUWorker(MineDraftCPUWorker):
     def init_device(self) -> None:
         super().init_device()
         runner = self.model_runner
-        runner.draft_source = FaultyJobs(runner.draft_source, injected_faults())
+        runner.draft_source = FaultyJobs(runner.draft_source, injected_faults(), self.rank)
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         drafter = self.model_runner.drafter

@@ -9,6 +9,7 @@ import pytest
 from scheduler_harness import engine_args
 
 from minedraft import registry, selection
+from minedraft.config.settings import MineDraftSettings
 from minedraft.config.validation import MineDraftConfigError
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
@@ -75,3 +76,22 @@ def test_cuda_gets_the_gpu_worker_and_one_warning(monkeypatch, caplog):
         assert selection._default_worker_qualname() == registry.GPU_WORKER_QUALNAME
     warnings = [r for r in caplog.records if "MineDraft on CUDA" in r.getMessage()]
     assert len(warnings) == 1 and "not yet run inside vLLM on a GPU" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("given", "tp", "lane"),
+    [
+        ({}, 2, "serial"),  # the default overlap lane would interleave the ranks' collectives
+        ({"lane": "overlap"}, 4, "serial"),  # asked for, still not safe
+        ({"lane": "serial"}, 2, "serial"),
+        ({}, 1, "overlap"),
+        ({"drafter": "process", "drafter_device": "cpu:1"}, 2, "overlap"),  # no draft collectives here
+    ],
+)
+def test_a_tensor_parallel_target_drafts_in_process_on_the_serial_lane(caplog, given, tp, lane):
+    settings = MineDraftSettings.parse({"minedraft": given}, environ={})
+    with caplog.at_level(logging.INFO, logger="minedraft"):
+        chosen = selection.lane_for_tensor_parallelism(settings, tp)
+    assert chosen.lane == lane and chosen.drafter == settings.drafter
+    said = [r.getMessage() for r in caplog.records if "serial lane" in r.getMessage()]
+    assert len(said) == (settings.lane != lane), said

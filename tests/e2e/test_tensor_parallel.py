@@ -1,0 +1,83 @@
+"""A tensor-parallel target (TP 2, a worker process per rank, one core each) with the in-process drafter.
+
+vLLM shards the draft model over the target's tensor-parallel group, so MineDraft drafts on the
+serial lane there (``selection.lane_for_tensor_parallelism``): with a lane thread, the ranks met
+mismatched collectives (gloo aborted rank 1 on "Received data size doesn't match expected size").
+Exactness: the kit's 48-request mix (chunked prefill, prefix caching, preemption) in parallel mode
+against the target alone at TP 2 (float32 sums split over two ranks need not match TP 1's).
+Faults: a draft job that never returns on rank 1 leaves rank 0 waiting inside a collective; the
+engine must end with an error within vLLM's execute timeout, and no process it started may stay.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from harness.child import Child
+from harness.sidebyside import CHILD, mode_spec, run_mode
+from modelkit import build_kit
+from tests.e2e.fault_injection import FAULT_WORKER
+
+TP = 2
+ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+SERIAL_LANE_LINE = "the in-process drafter runs on the serial lane"
+# vLLM's bound on one engine step (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s by default): the engine
+# core's wait for its workers, the only thing that can notice a rank stuck inside a collective.
+EXECUTE_TIMEOUT_S = 20
+GONE_WITHIN_S = 10
+
+
+@pytest.fixture(scope="module")
+def kit():
+    return build_kit()
+
+
+def run_tp(mode: str, kit, log_dir) -> dict:
+    result = run_mode(mode, str(kit.target), str(kit.draft_perturbed), tensor_parallel_size=TP,
+                      env=ONE_CORE_PER_RANK, log_dir=log_dir)
+    return {**result, "log": (log_dir / f"{mode}.log").read_text()}
+
+
+@pytest.fixture(scope="module")
+def target_alone_tp(kit, tmp_path_factory):
+    return run_tp("no_sd", kit, tmp_path_factory.mktemp("target_alone_tp"))
+
+
+@pytest.fixture(scope="module")
+def minedraft_tp(kit, tmp_path_factory):
+    return run_tp("minedraft_parallel", kit, tmp_path_factory.mktemp("minedraft_tp"))
+
+
+def test_minedraft_at_tp2_matches_the_target_alone_at_tp2(target_alone_tp, minedraft_tp):
+    assert minedraft_tp["tokens"] == target_alone_tp["tokens"]
+    m = minedraft_tp["metrics"]
+    assert m["minedraft:parallel_steps"] > 0 and m["vllm:spec_decode_num_accepted_tokens"] > 0
+    assert m.get("vllm:num_preemptions", 0) > 0
+
+
+def test_the_serial_lane_is_said_once(minedraft_tp):
+    lines = [line for line in minedraft_tp["log"].splitlines() if SERIAL_LANE_LINE in line]
+    assert len(lines) == 1 and "tensor parallelism 2" in lines[0], lines
+
+
+def test_a_rank_stuck_in_its_draft_job_ends_the_engine_and_leaves_no_process(kit, tmp_path):
+    spec = mode_spec("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), num_requests=8,
+                     worker_cls=FAULT_WORKER, tensor_parallel_size=TP)
+    env = {**ONE_CORE_PER_RANK, "MINEDRAFT_INJECT_FAULT": "draft_lane_hang_rank1",
+           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(EXECUTE_TIMEOUT_S)}
+    with Child(CHILD, spec, tmp_path, env=env, timeout_s=300) as child:
+        child.ready()
+        family = psutil.Process(child.proc.pid).children(recursive=True)
+        # Python's multiprocessing resource tracker exits with the front end, by design.
+        engine = [p for p in family if "resource_tracker" not in " ".join(p.cmdline())]
+        assert sum("VllmWorker" in p.name() or "Worker_TP" in p.name() for p in engine) == TP, \
+            [p.name() for p in engine]
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="EngineCore encountered an issue|EngineDeadError"):
+            child.call({"cmd": "run"})
+        assert time.monotonic() - start < EXECUTE_TIMEOUT_S + 60
+        _, alive = psutil.wait_procs(engine, timeout=GONE_WITHIN_S)
+        assert not alive, [(p.pid, p.name()) for p in alive]
