@@ -113,11 +113,9 @@ def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
 
 def _check_gpu_config(vllm_config: VllmConfig) -> None:
     """What the GPU side-stream lane's design does not cover yet (RFC.md §2.2 and §7)."""
+    # Tensor parallelism is not here: its in-process drafter drafts on the serial lane, as on CPU
+    # (selection.lane_for_tensor_parallelism), and the process drafter talks to rank 0 alone.
     parallel = vllm_config.parallel_config
-    if parallel.tensor_parallel_size > 1:
-        raise MineDraftConfigError(
-            "tensor parallelism > 1 on GPU is not supported yet with MineDraft (every rank would run its own "
-            "draft lane); run the target at TP 1.")
     if parallel.enable_dbo:
         raise MineDraftConfigError("dual-batch overlap (--enable-dbo) is not supported with MineDraft.")
     kv_transfer = vllm_config.kv_transfer_config

@@ -35,10 +35,6 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
             f"'draft_model' with a 'model', got method {method!r}.")
-    if (engine_args.tensor_parallel_size or 1) > 1:
-        raise MineDraftConfigError(
-            "MINEDRAFT_DRAFTER=process serves a target at tensor parallelism 1 for now (each rank would start "
-            "its own draft engine); the draft's own parallelism comes from MINEDRAFT_DRAFTER_DEVICE.")
     device = DrafterDevice.parse(settings.drafter_device)
     if device.kind == "cuda" and 0 in device.indices:
         raise MineDraftConfigError(

@@ -12,6 +12,11 @@ the next step. :meth:`~RemoteDraftProposer.send` sends it,
 ``drafter_timeout_s`` and applies the reply here (resyncs, statistics); the
 job turns the reply into drafts per row, the rows without them late
 (verified without drafts, which is exact, and counted).
+
+Under tensor parallelism only the target's rank 0 starts and talks to the draft
+engine (``drives_engine``): vLLM's executor takes a step's drafts from that rank
+alone (its output rank), and every rank verifies the drafts the scheduler then
+sends it, so the other ranks draft nothing (process_source.py).
 """
 
 from __future__ import annotations
@@ -107,12 +112,15 @@ class RemoteDraftProposer:
         self.sent = SentHistories()
         self.client: DrafterClient | None = None
         self.stats = JobStats()
+        self.drives_engine = tensor_parallel_rank() == 0
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
-        """vLLM's hook for loading the draft model: start its engine instead."""
+        """vLLM's hook for loading the draft model: start its engine instead (rank 0 only)."""
         # The draft engine ends with this worker; this worker (vLLM's own process) with its
         # engine core, also if vLLM's death pipe does not get it out.
         end_with_vllm_parent()
+        if not self.drives_engine:
+            return
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
 
@@ -167,3 +175,10 @@ class RemoteDraftProposer:
         if self.client is not None:
             logger.info("MineDraft process drafter: %s", self.stats.summary())
             self.client.close()
+
+
+def tensor_parallel_rank() -> int:
+    """This worker's rank in the target's tensor-parallel group (0 where none is set up)."""
+    from vllm.distributed.parallel_state import get_tensor_model_parallel_rank, model_parallel_is_initialized
+
+    return get_tensor_model_parallel_rank() if model_parallel_is_initialized() else 0

@@ -7,11 +7,16 @@ deferred call costs nothing to hold until the next step: ``run`` sends it,
 ``collect`` waits for its reply at most ``drafter_timeout_s``. A fallback
 step's call is sent and awaited at once. Rows the drafter left without
 drafts (late or gone) come back as late requests, verified without drafts.
+
+Under tensor parallelism the other ranks of the target use :class:`NoDraftSource`:
+vLLM's executor takes drafts from rank 0 alone, and the drafts reach every rank
+through the scheduler's next output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from minedraft.process_drafter.proposer import RemoteDraftJob, RemoteDraftProposer
 from minedraft.scheduling.output import MineDraftDraftTokenIds
@@ -51,3 +56,25 @@ class ProcessDraftSource(DraftSource):
 
     def shutdown(self) -> None:
         self.proposer.shutdown()
+
+
+@dataclass(frozen=True)
+class NoDraftJob:
+    req_ids: list[str]
+
+
+class NoDraftSource(DraftSource):
+    """A target rank other than 0 beside the process drafter: it drafts nothing (its drafts would
+    never be read) and follows the runner's plan with empty jobs."""
+
+    def prepare(self, call: ProposeCall) -> NoDraftJob:
+        return NoDraftJob(list(call.req_ids))
+
+    def draft_now(self, call: ProposeCall) -> list[list[int]]:
+        return [[] for _ in call.req_ids]  # vLLM's runner takes lists from a custom_class drafter
+
+    def run(self, job: NoDraftJob | None) -> None:
+        pass
+
+    def _join(self) -> MineDraftDraftTokenIds | None:
+        return None

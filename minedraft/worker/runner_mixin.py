@@ -54,7 +54,7 @@ from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.lanes import Lane
 from minedraft.worker.plain_sampling import samples_as_target_alone
-from minedraft.worker.process_source import ProcessDraftSource
+from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
@@ -92,6 +92,8 @@ class MineDraftRunnerMixin:
         target vLLM's ``custom_class`` method with :class:`RemoteDraftProposer` as its drafter."""
         drafter = getattr(self, "drafter", None)
         if isinstance(drafter, RemoteDraftProposer):
+            if not drafter.drives_engine:  # a tensor-parallel rank other than 0
+                return NoDraftSource()
             logger.info("MineDraft draft source: the process drafter")
             return ProcessDraftSource(drafter)
         lane = self._make_draft_lane()

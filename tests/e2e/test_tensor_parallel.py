@@ -4,13 +4,16 @@ vLLM shards the draft model over the target's tensor-parallel group, so MineDraf
 serial lane there (``selection.lane_for_tensor_parallelism``): with a lane thread, the ranks met
 mismatched collectives (gloo aborted rank 1 on "Received data size doesn't match expected size").
 Exactness: the kit's 48-request mix (chunked prefill, prefix caching, preemption) in parallel mode
-against the target alone at TP 2 (float32 sums split over two ranks need not match TP 1's).
+against the target alone at TP 2 (float32 sums split over two ranks need not match TP 1's), with the
+in-process drafter and with the process drafter (its engine on core 1, which rank 1 also uses: a
+correctness setting, not a speed one), which only rank 0 talks to.
 Faults: a draft job that never returns on rank 1 leaves rank 0 waiting inside a collective; the
 engine must end with an error within vLLM's execute timeout, and no process it started may stay.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import psutil
@@ -35,9 +38,9 @@ def kit():
     return build_kit()
 
 
-def run_tp(mode: str, kit, log_dir) -> dict:
+def run_tp(mode: str, kit, log_dir, minedraft: dict | None = None) -> dict:
     result = run_mode(mode, str(kit.target), str(kit.draft_perturbed), tensor_parallel_size=TP,
-                      env=ONE_CORE_PER_RANK, log_dir=log_dir)
+                      env=ONE_CORE_PER_RANK, log_dir=log_dir, minedraft=minedraft)
     return {**result, "log": (log_dir / f"{mode}.log").read_text()}
 
 
@@ -51,9 +54,17 @@ def minedraft_tp(kit, tmp_path_factory):
     return run_tp("minedraft_parallel", kit, tmp_path_factory.mktemp("minedraft_tp"))
 
 
-def test_minedraft_at_tp2_matches_the_target_alone_at_tp2(target_alone_tp, minedraft_tp):
-    assert minedraft_tp["tokens"] == target_alone_tp["tokens"]
-    m = minedraft_tp["metrics"]
+@pytest.fixture(scope="module")
+def minedraft_process_tp(kit, tmp_path_factory):
+    return run_tp("minedraft_parallel", kit, tmp_path_factory.mktemp("minedraft_process_tp"),
+                  {"drafter": "process", "drafter_device": "cpu:1"})
+
+
+@pytest.mark.parametrize("run", ["minedraft_tp", "minedraft_process_tp"])
+def test_minedraft_at_tp2_matches_the_target_alone_at_tp2(target_alone_tp, run, request):
+    result = request.getfixturevalue(run)
+    assert result["tokens"] == target_alone_tp["tokens"]
+    m = result["metrics"]
     assert m["minedraft:parallel_steps"] > 0 and m["vllm:spec_decode_num_accepted_tokens"] > 0
     assert m.get("vllm:num_preemptions", 0) > 0
 
@@ -81,3 +92,12 @@ def test_a_rank_stuck_in_its_draft_job_ends_the_engine_and_leaves_no_process(kit
         assert time.monotonic() - start < EXECUTE_TIMEOUT_S + 60
         _, alive = psutil.wait_procs(engine, timeout=GONE_WITHIN_S)
         assert not alive, [(p.pid, p.name()) for p in alive]
+
+
+def test_only_rank_0_starts_a_draft_engine(minedraft_process_tp):
+    log = minedraft_process_tp["log"].splitlines()
+    pids = [re.search(r"pid=(\d+)", line).group(1) for line in log
+            if "MineDraft draft source: the process drafter" in line]
+    rank0 = {m.group(1) for line in log if (m := re.match(r"\(Worker_TP0 pid=(\d+)\)", line))}
+    assert len(pids) == 1 and pids[0] in rank0, (pids, rank0)
+    assert not any(SERIAL_LANE_LINE in line for line in log)

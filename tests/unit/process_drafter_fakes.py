@@ -38,10 +38,12 @@ class FakeClient:
         self.closed = True
 
 
-def fake_proposer(client) -> RemoteDraftProposer:
-    """A proposer (k = 3, model length 64) whose draft engine is ``client``."""
+def fake_proposer(client, drives_engine: bool = True) -> RemoteDraftProposer:
+    """A proposer (k = 3, model length 64) whose draft engine is ``client``; ``drives_engine=False``:
+    a tensor-parallel rank other than 0's."""
     proposer = RemoteDraftProposer.__new__(RemoteDraftProposer)
     proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
+    proposer.drives_engine = drives_engine
     proposer.sent, proposer.client, proposer.stats = SentHistories(), client, JobStats()
     return proposer
 

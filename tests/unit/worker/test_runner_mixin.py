@@ -22,7 +22,7 @@ from minedraft.worker.draft_job import DraftJob, as_lists
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.lanes import InlineLane
-from minedraft.worker.process_source import ProcessDraftSource
+from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
 from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
 
 
@@ -90,6 +90,18 @@ def _step(runner: Runner, histories: dict[str, list[int]], draft_only: list[str]
 def test_the_drafter_vllm_built_chooses_the_source_once():
     assert isinstance(Runner(Drafter()).draft_source, InProcessDraftSource)
     assert isinstance(Runner(fake_proposer(FakeClient()), "custom_class").draft_source, ProcessDraftSource)
+
+
+def test_a_tensor_parallel_rank_other_than_0_drafts_nothing_beside_the_process_drafter():
+    """vLLM's executor reads drafts from rank 0 only; the other ranks follow the plan with empty jobs."""
+    client = FakeClient()
+    runner = Runner(fake_proposer(client, drives_engine=False), "custom_class")
+    assert isinstance(runner.draft_source, NoDraftSource)
+    batch_ab = {"a": [1, 2], "b": [3, 4]}
+    assert _step(runner, batch_ab, [], defer=True) is None  # a parallel step: its job held
+    assert _step(runner, {"c": [5, 6]}, ["a", "b"], defer=False) == MineDraftDraftTokenIds(["c"], [[]])  # inline: none
+    assert _step(runner, batch_ab, [], defer=False, after_output=True) is None
+    assert client.sent == []
 
 
 def test_in_process_drafts_of_a_parallel_step_arrive_with_the_next_step():
