@@ -50,7 +50,7 @@ VARIABLES = (
              "early (default: a prefill step's drafts are made after its tokens are sent) or after_drafts (as vLLM)"),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
     Variable("MINEDRAFT_INJECT_FAULT", None, "tests' fault wrappers (worker, draft engine)",
-             "comma-separated faults: draft_lane, draft_lane_stall, drafter_stall, drafter_exit"),
+             "comma-separated faults: draft_lane, draft_lane_stall, draft_lane_hang_rank1, drafter_stall, drafter_exit"),
     Variable("MINEDRAFT_FAULT_MARKER", None, "tests' fault wrapper (worker)", "a stalled draft job appends a line here"),
     Variable("MINEDRAFT_FAULT_STALL_S", None, "tests' fault wrappers (worker, draft engine)",
              "how long a stall lasts (default 5)"),
