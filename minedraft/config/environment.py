@@ -38,6 +38,8 @@ VARIABLES = (
              "the process drafter's hardware: cpu:<cores> or cuda:<indices>"),
     Variable("MINEDRAFT_DRAFTER_TIMEOUT_S", "drafter_timeout_s", "front end",
              "how long the target waits for a process drafter's drafts (default 2)"),
+    Variable("MINEDRAFT_LANE_TIMEOUT_S", "lane_timeout_s", "front end",
+             "the most one in-process draft job may run before the worker ends with an error (default 60)"),
     Variable("MINEDRAFT_CAPTURE_MAX_MIB", "capture_max_mib", "front end",
              "largest deferred draft call copied for the lane (default 64); larger ones draft inline"),
     Variable("MINEDRAFT_SPECULATION_DEPTH", "speculation_depth", "front end",

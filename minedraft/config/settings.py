@@ -58,6 +58,10 @@ class MineDraftSettings:
     # How long the target waits for a process drafter's drafts before it
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
+    # The most one in-process draft job may run; past it the worker ends with one error line and the
+    # engine stops (worker/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
+    # never returns is a collective out of step or a stuck drafter, and cannot be interrupted.
+    lane_timeout_s: float = 60.0
     # The most a deferred draft call may copy (its inputs, EAGLE's target hidden
     # states included: T x H x dtype bytes, 3x that for EAGLE-3, T = the step's
     # scheduled tokens). A larger step (a long prefill chunk) drafts inline
@@ -151,9 +155,9 @@ def _check(name: str, value: Any, source: str) -> Any:
         raise MineDraftConfigError(f"{source}={value!r}: step_profile must be a file path.")
     if name == "drafter_device" and value is not None:
         DrafterDevice.parse(value, source)
-    if name == "drafter_timeout_s" and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                        or not value > 0):
-        raise MineDraftConfigError(f"{source}={value!r}: drafter_timeout_s must be a positive number of seconds.")
+    if name in ("drafter_timeout_s", "lane_timeout_s") and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise MineDraftConfigError(f"{source}={value!r}: {name} must be a positive number of seconds.")
     if name in ("capture_max_mib", "catch_up_max_mib") and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
         raise MineDraftConfigError(f"{source}={value!r}: {name} must be a number of MiB >= 0.")
@@ -161,7 +165,7 @@ def _check(name: str, value: Any, source: str) -> Any:
 
 
 def _from_env(name: str, raw: str) -> Any:
-    if name in ("drafter_timeout_s", "capture_max_mib", "catch_up_max_mib"):
+    if name in ("drafter_timeout_s", "lane_timeout_s", "capture_max_mib", "catch_up_max_mib"):
         try:
             return float(raw)
         except ValueError:

@@ -11,7 +11,8 @@ now first joins the job on the lane.
 The platform runner's hooks come with the lane: ``before_run(lane,
 job_this_step)`` at the start of every step, with nothing on the lane (the
 CPU kernel lock), and ``on_captured(lane)`` right after a call was captured
-(the CUDA lane's capture event).
+(the CUDA lane's capture event). A ``watchdog`` bounds each job it runs
+(``job_watchdog.py``).
 
 With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), a
 depth-0 call runs no forward, and a later call first feeds the drafter the tokens
@@ -31,6 +32,7 @@ from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
 from minedraft.worker.draft_source import DraftSource, ProposeCall
+from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane
 from minedraft.worker.step_profile import StepProfiler
 
@@ -44,8 +46,10 @@ class InProcessDraftSource(DraftSource):
 
     def __init__(self, propose: Callable[..., Any] | None, lane: Lane, *, capture_max_mib: float,
                  before_run: Callable[[Lane, bool], None], on_captured: Callable[[Lane], None],
-                 profiler: StepProfiler | None = None, catch_up: DraftCatchUp | None = None) -> None:
+                 profiler: StepProfiler | None = None, catch_up: DraftCatchUp | None = None,
+                 watchdog: JobWatchdog | None = None) -> None:
         super().__init__()
+        self.watchdog = watchdog
         self.propose, self.lane = propose, lane
         self.catch_up = catch_up
         self.capture_max_mib = capture_max_mib
@@ -76,7 +80,7 @@ class InProcessDraftSource(DraftSource):
         intra-op threads (``lane_threads``) would only make it slower."""
         self._keep_joined()
         with torch.inference_mode():
-            req_ids, drafts = job.run()
+            req_ids, drafts = self._bounded(job.run)()
         return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
 
     def release(self, req_ids) -> None:
@@ -107,7 +111,10 @@ class InProcessDraftSource(DraftSource):
     def run(self, job: DraftJob | None) -> None:
         self._before_run(self.lane, job is not None)
         if job is not None:
-            self.lane.submit(job.run if self.profiler is None else self.profiler.timed(job.run))
+            self.lane.submit(self._bounded(job.run if self.profiler is None else self.profiler.timed(job.run)))
+
+    def _bounded(self, run: Callable[[], Any]) -> Callable[[], Any]:
+        return run if self.watchdog is None else self.watchdog.watched(run)
 
     def _join(self) -> MineDraftDraftTokenIds | None:
         if not self.lane.busy:

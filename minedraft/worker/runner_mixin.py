@@ -46,12 +46,13 @@ from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
-from minedraft.process_drafter.proposer import RemoteDraftProposer
+from minedraft.process_drafter.proposer import RemoteDraftProposer, tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
+from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane
 from minedraft.worker.plain_sampling import samples_as_target_alone
 from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
@@ -102,7 +103,8 @@ class MineDraftRunnerMixin:
         return InProcessDraftSource(
             drafter.propose if drafter is not None else None, lane, capture_max_mib=self.settings.capture_max_mib,
             before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler,
-            catch_up=self.draft_catch_up)
+            catch_up=self.draft_catch_up, watchdog=JobWatchdog(self.settings.lane_timeout_s,
+                                                               f"rank {tensor_parallel_rank()}"))
 
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
         """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an

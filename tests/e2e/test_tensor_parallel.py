@@ -8,7 +8,8 @@ against the target alone at TP 2 (float32 sums split over two ranks need not mat
 in-process drafter and with the process drafter (its engine on core 1, which rank 1 also uses: a
 correctness setting, not a speed one), which only rank 0 talks to.
 Faults: a draft job that never returns on rank 1 leaves rank 0 waiting inside a collective; the
-engine must end with an error within vLLM's execute timeout, and no process it started may stay.
+engine must end with an error within MineDraft's bound on a draft job (``lane_timeout_s``), with
+one line naming the rank, and no process it started may stay.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from tests.e2e.fault_injection import FAULT_WORKER
 TP = 2
 ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 SERIAL_LANE_LINE = "the in-process drafter runs on the serial lane"
-# vLLM's bound on one engine step (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s by default): the engine
-# core's wait for its workers, the only thing that can notice a rank stuck inside a collective.
-EXECUTE_TIMEOUT_S = 20
+# MineDraft's bound on one draft job (worker/job_watchdog.py), well under vLLM's on a step
+# (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s by default).
+LANE_TIMEOUT_S = 5
+EXECUTE_TIMEOUT_S = 300
 GONE_WITHIN_S = 10
 
 
@@ -76,10 +78,9 @@ def test_the_serial_lane_is_said_once(minedraft_tp):
 
 def test_a_rank_stuck_in_its_draft_job_ends_the_engine_and_leaves_no_process(kit, tmp_path):
     spec = mode_spec("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), num_requests=8,
-                     worker_cls=FAULT_WORKER, tensor_parallel_size=TP)
-    env = {**ONE_CORE_PER_RANK, "MINEDRAFT_INJECT_FAULT": "draft_lane_hang_rank1",
-           "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(EXECUTE_TIMEOUT_S)}
-    with Child(CHILD, spec, tmp_path, env=env, timeout_s=300) as child:
+                     worker_cls=FAULT_WORKER, tensor_parallel_size=TP, minedraft={"lane_timeout_s": LANE_TIMEOUT_S})
+    env = {**ONE_CORE_PER_RANK, "MINEDRAFT_INJECT_FAULT": "draft_lane_hang_rank1"}
+    with Child(CHILD, spec, tmp_path, env=env, timeout_s=EXECUTE_TIMEOUT_S) as child:
         child.ready()
         family = psutil.Process(child.proc.pid).children(recursive=True)
         # Python's multiprocessing resource tracker exits with the front end, by design.
@@ -89,9 +90,12 @@ def test_a_rank_stuck_in_its_draft_job_ends_the_engine_and_leaves_no_process(kit
         start = time.monotonic()
         with pytest.raises(RuntimeError, match="EngineCore encountered an issue|EngineDeadError"):
             child.call({"cmd": "run"})
-        assert time.monotonic() - start < EXECUTE_TIMEOUT_S + 60
+        # The lane's bound, not vLLM's execute timeout (300 s), ended it.
+        assert time.monotonic() - start < LANE_TIMEOUT_S + 30
         _, alive = psutil.wait_procs(engine, timeout=GONE_WITHIN_S)
         assert not alive, [(p.pid, p.name()) for p in alive]
+    said = [line for line in child.log_path.read_text().splitlines() if "minedraft: a draft job on rank" in line]
+    assert said and all("lane_timeout_s=5 s" in line for line in said), said
 
 
 def test_only_rank_0_starts_a_draft_engine(minedraft_process_tp):

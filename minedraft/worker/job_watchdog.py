@@ -1,0 +1,74 @@
+"""A bound on one draft job: past ``lane_timeout_s`` the worker ends with one error line.
+
+A draft job that never returns (a collective another rank never joins, a drafter stuck in a
+kernel) would otherwise hold its step until vLLM's execute timeout (300 s by default), and a
+thread stuck inside a collective cannot be interrupted. The watchdog is one daemon thread per
+worker, armed while a job runs (two lock round trips a job): when a deadline passes it writes one
+line naming the worker and SIGKILLs its process, so vLLM's executor sees a worker die and stops the
+engine at once ("Worker proc ... died unexpectedly"), and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class JobWatchdog:
+    def __init__(self, timeout_s: float, worker: str, end: Callable[[str], Any] | None = None) -> None:
+        self.timeout_s = timeout_s
+        self.worker = worker  # named in the line: "rank 1", "the worker"
+        self._end = end or end_process
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._thread = threading.Thread(target=self._watch, name="minedraft-job-watchdog", daemon=True)
+        self._thread.start()
+
+    def watched(self, job: Callable[[], T]) -> Callable[[], T]:
+        """``job``, bounded while it runs (on whichever thread runs it)."""
+
+        @functools.wraps(job)
+        def run() -> T:
+            self._arm(time.monotonic() + self.timeout_s)
+            try:
+                return job()
+            finally:
+                self._arm(None)
+
+        return run
+
+    def _arm(self, deadline: float | None) -> None:
+        with self._cond:
+            self._deadline = deadline
+            self._cond.notify()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+        self._end(f"minedraft: a draft job on {self.worker} has run for more than lane_timeout_s={self.timeout_s:g} s "
+             f"(a collective out of step, or a stuck drafter); ending worker pid {os.getpid()} so that the "
+             f"engine stops")
+
+
+def end_process(line: str) -> None:
+    """Say ``line`` and SIGKILL this process."""
+    # A raw write: the logging module's locks may be held by the stuck thread.
+    try:
+        os.write(2, (line + "\n").encode())
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)

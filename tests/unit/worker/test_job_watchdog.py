@@ -1,0 +1,38 @@
+"""minedraft/worker/job_watchdog.py: a draft job past its bound ends the worker with one line."""
+
+from __future__ import annotations
+
+import threading
+
+from minedraft.worker.job_watchdog import JobWatchdog
+
+BOUND_S = 10  # what a test waits at most for something that must happen at once
+
+
+def test_a_job_past_its_bound_ends_the_worker_with_one_line_naming_it():
+    said: list[str] = []
+    ended = threading.Event()
+    watchdog = JobWatchdog(0.05, "rank 1", end=lambda line: (said.append(line), ended.set()))
+
+    def stuck() -> str:  # returns only once the watchdog has acted (or after BOUND_S: the test fails)
+        ended.wait(BOUND_S)
+        return "late"
+
+    assert watchdog.watched(stuck)() == "late"
+    assert ended.is_set() and len(said) == 1
+    assert said[0].startswith("minedraft: a draft job on rank 1 has run for more than lane_timeout_s=0.05 s")
+
+
+def test_a_job_that_returns_disarms_the_bound_and_keeps_its_result_and_errors():
+    watchdog = JobWatchdog(60, "rank 0", end=lambda line: None)
+    assert watchdog.watched(lambda: 7)() == 7
+    assert watchdog._deadline is None
+
+    def fails() -> None:
+        raise ValueError("drafter error")
+
+    try:
+        watchdog.watched(fails)()
+    except ValueError as e:
+        assert str(e) == "drafter error"
+    assert watchdog._deadline is None
