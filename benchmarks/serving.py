@@ -247,9 +247,7 @@ def vllm_logs_to(stream):
 
 def scrape_counters(server: Server) -> dict[str, float]:
     """MineDraft's step counters (none on stock servers) and vLLM's first-token histograms' sums and counts."""
-    import requests
-
-    return parse_counters(requests.get(f"{server.url}/metrics", timeout=30).text)
+    return parse_counters(server.metrics())
 
 
 # vLLM's per-request histograms that split the first token's time on the server (seconds): arrival at
@@ -258,16 +256,16 @@ def scrape_counters(server: Server) -> dict[str, float]:
 FIRST_TOKEN_HISTOGRAMS = ("time_to_first_token_seconds", "request_queue_time_seconds", "request_prefill_time_seconds")
 
 
-def parse_counters(text: str) -> dict[str, float]:
-    """Samples summed over labels: ``parallel_steps``, ``fallback_steps`` and ``<histogram>_sum``/``_count``."""
-    histograms = "|".join(FIRST_TOKEN_HISTOGRAMS)
-    pattern = (rf"(?:minedraft:(?P<steps>parallel_steps|fallback_steps)(?:_total)?"
-               rf"|vllm:(?P<hist>(?:{histograms})_(?:sum|count)))(?:\{{[^}}]*\}})? (?P<value>\S+)$")
+def parse_counters(metrics: dict[str, float]) -> dict[str, float]:
+    """From :meth:`Server.metrics`' samples (summed over labels): ``parallel_steps``, ``fallback_steps``
+    and ``<histogram>_sum``/``_count``."""
+    names = {f"minedraft:{steps}{suffix}": steps
+             for steps in ("parallel_steps", "fallback_steps") for suffix in ("", "_total")}
+    names |= {f"vllm:{hist}_{part}": f"{hist}_{part}" for hist in FIRST_TOKEN_HISTOGRAMS for part in ("sum", "count")}
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if m := re.match(pattern, line):
-            key = m.group("steps") or m.group("hist")
-            out[key] = out.get(key, 0.0) + float(m.group("value"))
+    for name, key in names.items():
+        if name in metrics:
+            out[key] = out.get(key, 0.0) + metrics[name]
     return out
 
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE.parent))  # the tooling (harness/, modelkit/) runs f
 
 from harness.child import Child  # noqa: E402
 from harness.sidebyside import CHILD, mode_spec  # noqa: E402
+from serving import rotated  # noqa: E402  (the serving benchmark's rotating engine order)
 
 TP = 2
 ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
@@ -66,12 +67,12 @@ def measure(rounds: int) -> dict:
     kit = build_kit()
     log_dir = Path(tempfile.mkdtemp(prefix="minedraft-tp-"))
     print(f"engine logs: {log_dir}", flush=True)
-    names = list(ENGINES)
+    names = tuple(ENGINES)
     runs: list[dict] = []
     children = start(kit, log_dir)
     try:
         for r in range(rounds):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in rotated(names, r):
                 result = children[name].call({"cmd": "run"})
                 runs.append({"engine": name, "round": r, "output_tokens_per_s": round(result["output_tokens_per_s"], 1),
                              "tokens": result["tokens"], "metrics": result["metrics"]})

@@ -36,6 +36,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text's samples summed over labels, keyed ``name`` and ``name{label=value}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = out.get(sample.name, 0.0) + sample.value
+            for label, value in sample.labels.items():
+                key = f"{sample.name}{{{label}={value}}}"
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
 class Server:
     def __init__(self, name: str, proc: subprocess.Popen, port: int, log: Path) -> None:
         self.name, self.proc, self.port, self.log = name, proc, port, log
@@ -70,20 +84,12 @@ class Server:
             time.sleep(0.5)
 
     def metrics(self) -> dict[str, float]:
-        """``/metrics`` samples summed over labels, keyed ``name`` and ``name{label=value}``."""
+        """``/metrics`` samples summed over labels (:func:`parse_metrics`)."""
         import requests
-        from prometheus_client.parser import text_string_to_metric_families
 
         r = requests.get(f"{self.url}/metrics", timeout=30)
         r.raise_for_status()
-        out: dict[str, float] = {}
-        for family in text_string_to_metric_families(r.text):
-            for sample in family.samples:
-                out[sample.name] = out.get(sample.name, 0.0) + sample.value
-                for label, value in sample.labels.items():
-                    key = f"{sample.name}{{{label}={value}}}"
-                    out[key] = out.get(key, 0.0) + sample.value
-        return out
+        return parse_metrics(r.text)
 
     def terminate(self) -> None:
         """SIGTERM to the group (the API server shuts its engine core down)."""

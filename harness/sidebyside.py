@@ -125,6 +125,5 @@ def run_mode(mode: str, target: str, draft: str, *, env: dict | None = None, tim
                     timeout_s=timeout, log_dir=log_dir)
 
 
-
 if __name__ == "__main__":
     serve(make_handler)

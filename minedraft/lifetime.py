@@ -77,10 +77,14 @@ def _watch(parent_pid: int, pidfd: int | None, what: str) -> None:
 
 
 def _end(parent_pid: int, what: str) -> None:
+    end_now(f"minedraft: the parent (pid {parent_pid}) of {what} (pid {os.getpid()}) is gone; ending it")
+
+
+def end_now(line: str) -> None:
+    """Say ``line`` on stderr and SIGKILL this process."""
     # A raw write: the logging module's locks may be held by a thread this kill interrupts.
     try:
-        os.write(2, f"minedraft: the parent (pid {parent_pid}) of {what} (pid {os.getpid()}) "
-                    f"is gone; ending it\n".encode())
+        os.write(2, (line + "\n").encode())
     except OSError:
         pass
     os.kill(os.getpid(), signal.SIGKILL)

@@ -32,6 +32,7 @@ from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.process_drafter.client import DRAFT_ENGINE, DrafterClient
 from minedraft.process_drafter.history import SentHistories, Update
+from minedraft.rank import tensor_parallel_rank
 from minedraft.registry import DRAFT_ENGINE_KEY
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 
@@ -175,10 +176,3 @@ class RemoteDraftProposer:
         if self.client is not None:
             logger.info("MineDraft process drafter: %s", self.stats.summary())
             self.client.close()
-
-
-def tensor_parallel_rank() -> int:
-    """This worker's rank in the target's tensor-parallel group (0 where none is set up)."""
-    from vllm.distributed.parallel_state import get_tensor_model_parallel_rank, model_parallel_is_initialized
-
-    return get_tensor_model_parallel_rank() if model_parallel_is_initialized() else 0

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from minedraft.lifetime import end_now
 
 T = TypeVar("T")
 
@@ -25,7 +26,7 @@ class JobWatchdog:
     def __init__(self, timeout_s: float, worker: str, end: Callable[[str], Any] | None = None) -> None:
         self.timeout_s = timeout_s
         self.worker = worker  # named in the line: "rank 1", "the worker"
-        self._end = end or end_process
+        self._end = end or end_now
         self._cond = threading.Condition()
         self._deadline: float | None = None
         self._thread = threading.Thread(target=self._watch, name="minedraft-job-watchdog", daemon=True)
@@ -62,13 +63,3 @@ class JobWatchdog:
         self._end(f"minedraft: a draft job on {self.worker} has run for more than lane_timeout_s={self.timeout_s:g} s "
              f"(a collective out of step, or a stuck drafter); ending worker pid {os.getpid()} so that the "
              f"engine stops")
-
-
-def end_process(line: str) -> None:
-    """Say ``line`` and SIGKILL this process."""
-    # A raw write: the logging module's locks may be held by the stuck thread.
-    try:
-        os.write(2, (line + "\n").encode())
-    except OSError:
-        pass
-    os.kill(os.getpid(), signal.SIGKILL)

@@ -46,7 +46,8 @@ from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
-from minedraft.process_drafter.proposer import RemoteDraftProposer, tensor_parallel_rank
+from minedraft.process_drafter.proposer import RemoteDraftProposer
+from minedraft.rank import tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts

@@ -7,6 +7,7 @@ import math
 import pytest
 
 import benchmark_scripts
+from harness.server import parse_metrics
 
 serving = benchmark_scripts.load("serving")
 
@@ -54,7 +55,7 @@ minedraft:parallel_steps_created 1.7e+09
 minedraft:fallback_steps_total{engine="0"} 10.0
 vllm:num_requests_running{engine="0"} 3.0
 """
-    after = serving.parse_counters(text)
+    after = serving.parse_counters(parse_metrics(text))  # what Server.metrics() returns
     assert after == {"parallel_steps": 30.0, "fallback_steps": 10.0}
     assert serving.parallel_share({"parallel_steps": 10.0, "fallback_steps": 0.0}, after) == 0.667
     assert serving.parallel_share({}, {}) is None  # a stock server has no minedraft counters
@@ -70,7 +71,7 @@ def test_the_first_token_split_on_the_server():
                 lines += [f'vllm:{name}_seconds_sum{{engine="{engine}",model_name="m"}} {total / 2}',
                           f'vllm:{name}_seconds_count{{engine="{engine}",model_name="m"}} {n / 2}',
                           f'vllm:{name}_seconds_bucket{{engine="{engine}",le="0.1"}} 1.0']
-        return serving.parse_counters("\n".join(lines))
+        return serving.parse_counters(parse_metrics("\n".join(lines)))
 
     before, after = scrape(1.0, 0.0, 0.5, 4), scrape(2.5, 0.01, 1.7, 14)
     assert after["time_to_first_token_seconds_count"] == 14 and serving.parallel_share(before, after) is None
