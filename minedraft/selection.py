@@ -14,7 +14,13 @@ from typing import Any
 from minedraft import registry
 from minedraft.config.environment import inherited
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-from minedraft.config.validation import MineDraftConfigError, validate_engine_args, validate_vllm_config
+from minedraft.config.stock_path import is_process_drafter, stock_path_reason
+from minedraft.config.validation import (
+    MineDraftConfigError,
+    validate_engine_args,
+    validate_overlap_config,
+    validate_vllm_config,
+)
 from minedraft.log import get_logger
 from minedraft.process_drafter.frontend import select_process_drafter
 
@@ -22,21 +28,45 @@ logger = get_logger(__name__)
 
 
 def select_minedraft_engine_args(engine_args: Any) -> None:
-    """Point ``engine_args`` at MineDraft's classes, after checking them."""
-    settings = lane_for_tensor_parallelism(validate_engine_args(engine_args), engine_args.tensor_parallel_size or 1)
+    """Point ``engine_args`` at MineDraft's scheduler, after checking them (the worker is
+    chosen once vLLM has resolved the speculative config: ``settle_selected_config``)."""
+    settings = validate_engine_args(engine_args)
     if settings.drafter == "process":
         select_process_drafter(engine_args, settings)
     # vLLM ships additional_config to the engine core and the workers: the
-    # settings travel with the config, parsed once, here.
+    # settings travel with the config, parsed once (settled after vLLM's config is built).
     engine_args.additional_config = {**(engine_args.additional_config or {}), CONFIG_KEY: settings.to_config()}
-    logger.info("MineDraft settings: %s", settings.describe())
     engine_args.scheduler_cls = registry.SCHEDULER_QUALNAME
     # MineDraft's scheduler is synchronous: it needs each step's drafts back
     # before it schedules the next one.
     engine_args.async_scheduling = False
     force_v1_model_runner()
-    if engine_args.worker_cls == "auto":
-        engine_args.worker_cls = _default_worker_qualname()
+
+
+def settle_selected_config(vllm_config: Any, worker_cls_given: str) -> None:
+    """MineDraft's path or its stock path, decided on vLLM's resolved config (the method vLLM
+    inferred, its defaults), then the worker and the final settings.
+
+    On the stock path (config/stock_path.py) the worker stays vLLM's and the scheduler runs in mode
+    ``stock``: exact as vLLM, one INFO line saying why. ``worker_cls_given``: the user's
+    ``--worker-cls`` ("auto" unless they named one; then it is theirs on either path)."""
+    validate_selected_config(vllm_config)
+    settings = MineDraftSettings.of(vllm_config)
+    reason = stock_path_reason(vllm_config)
+    if reason is not None and is_process_drafter(vllm_config.speculative_config):
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER=process cannot serve this configuration ({reason}): drop the process drafter.")
+    if reason is not None:
+        logger.info("MineDraft runs its stock path (vLLM's worker and drafter, every step plain speculative "
+                    "decoding): %s.", reason)
+        settings = dataclasses.replace(settings, mode="stock")
+    else:
+        validate_overlap_config(vllm_config)
+        settings = lane_for_tensor_parallelism(settings, vllm_config.parallel_config.tensor_parallel_size)
+        if worker_cls_given == "auto":
+            vllm_config.parallel_config.worker_cls = _default_worker_qualname()
+    vllm_config.additional_config[CONFIG_KEY] = settings.to_config()
+    logger.info("MineDraft settings: %s", settings.describe())
 
 
 def lane_for_tensor_parallelism(settings: MineDraftSettings, tensor_parallel_size: int) -> MineDraftSettings:

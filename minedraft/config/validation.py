@@ -1,7 +1,9 @@
-"""What MineDraft can run, checked in the front-end process before any model loads.
+"""What MineDraft refuses, checked in the front-end process before any model loads.
 
 Every rejection is a :class:`MineDraftConfigError` whose message is one line
-that says what is wrong and what to do instead.
+that says what is wrong and what to do instead. A speculative configuration
+that vLLM runs is not refused here: where MineDraft's overlap does not cover it
+yet, it runs on MineDraft's stock path (stock_path.py).
 """
 
 from __future__ import annotations
@@ -14,15 +16,12 @@ if TYPE_CHECKING:
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
-from minedraft.registry import PROPOSER_QUALNAME
 
-__all__ = ["MineDraftConfigError", "validate_engine_args", "validate_vllm_config"]
+__all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_config", "validate_vllm_config"]
 
 logger = get_logger(__name__)
 
 MODEL_METHODS = ("draft_model", "eagle", "eagle3")  # the drafter is a model in the target's worker
-SUPPORTED_METHODS = (*MODEL_METHODS, "ngram")
-MAX_SPEC_TOKENS = 16
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -44,17 +43,9 @@ def validate_engine_args(engine_args: Any) -> MineDraftSettings:
             "--speculative-config '{\"method\": \"draft_model\", \"model\": DRAFT, "
             "\"num_speculative_tokens\": K}' (or method \"eagle3\", \"eagle\" or \"ngram\")."
         )
-    method = _get(spec, "method")
-    if method is not None and method not in SUPPORTED_METHODS:
-        raise MineDraftConfigError(
-            f"speculative method {method!r} is not supported yet; supported: "
-            f"{', '.join(SUPPORTED_METHODS)}."
-        )
     k = _get(spec, "num_speculative_tokens")
     if k is not None:
         _check_num_spec_tokens(k)
-    _check_draft_sampling(_get(spec, "draft_sample_method", "greedy"))
-    _check_drafting_path(_get(spec, "parallel_drafting"), _get(spec, "disable_padded_drafter_batch"))
     if (engine_args.pipeline_parallel_size or 1) > 1:
         raise MineDraftConfigError(
             "pipeline parallelism (pipeline_parallel_size > 1) is not supported; "
@@ -69,24 +60,13 @@ def validate_engine_args(engine_args: Any) -> MineDraftSettings:
 
 
 def validate_vllm_config(vllm_config: VllmConfig) -> None:
-    """Checks that need vLLM's resolved config (the inferred spec method, ...)."""
+    """Checks that need vLLM's resolved config, on MineDraft's path and its stock path alike."""
     spec = vllm_config.speculative_config
     if spec is None:
         raise MineDraftConfigError(
             "--scheduler-cls minedraft needs --speculative-config; none was given."
         )
-    if spec.method == "custom_class" and spec.model == PROPOSER_QUALNAME:
-        pass  # MINEDRAFT_DRAFTER=process: the draft model runs in its own engine (minedraft/process_drafter/)
-    elif spec.method not in SUPPORTED_METHODS:
-        raise MineDraftConfigError(
-            f"speculative method {spec.method!r} is not supported yet; supported: "
-            f"{', '.join(SUPPORTED_METHODS)}."
-        )
     _check_num_spec_tokens(spec.num_speculative_tokens)
-    _check_draft_sampling(spec.draft_sample_method)
-    _check_drafting_path(spec.parallel_drafting, spec.disable_padded_drafter_batch)
-    if spec.num_speculative_tokens_per_batch_size:
-        _check_depth_table(vllm_config)
     if vllm_config.parallel_config.pipeline_parallel_size > 1:
         raise MineDraftConfigError("pipeline parallelism (pipeline_parallel_size > 1) is not supported.")
     if vllm_config.parallel_config.data_parallel_size > 1:
@@ -95,8 +75,18 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         raise MineDraftConfigError(
             f"only generative models are supported, not runner {vllm_config.model_config.runner_type!r}."
         )
+    kv_transfer = vllm_config.kv_transfer_config
+    if vllm_config.device_config.device_type == "cuda" and kv_transfer is not None and kv_transfer.kv_connector:
+        # MineDraft's counters travel in SchedulerStats.kv_connector_stats (metrics/stats.py), the field a
+        # connector's own statistics use.
+        raise MineDraftConfigError("KV connectors (--kv-transfer-config) are not supported with MineDraft yet.")
+
+
+def validate_overlap_config(vllm_config: VllmConfig) -> None:
+    """Checks and settings of MineDraft's own path (not its stock path, which is vLLM's)."""
+    if vllm_config.speculative_config.num_speculative_tokens_per_batch_size:
+        _check_depth_table(vllm_config)
     if vllm_config.device_config.device_type == "cuda":
-        _check_gpu_config(vllm_config)
         _keep_gpu_drafter_eager(vllm_config)
 
 
@@ -111,25 +101,6 @@ def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
         spec.enforce_eager = True
 
 
-def _check_gpu_config(vllm_config: VllmConfig) -> None:
-    """What the GPU side-stream lane's design does not cover yet (RFC.md §2.2 and §7)."""
-    # Tensor parallelism is not here: its in-process drafter drafts on the serial lane, as on CPU
-    # (selection.lane_for_tensor_parallelism), and the process drafter talks to rank 0 alone.
-    parallel = vllm_config.parallel_config
-    if parallel.enable_dbo:
-        raise MineDraftConfigError("dual-batch overlap (--enable-dbo) is not supported with MineDraft.")
-    kv_transfer = vllm_config.kv_transfer_config
-    if kv_transfer is not None and getattr(kv_transfer, "kv_connector", None):
-        raise MineDraftConfigError("KV connectors (--kv-transfer-config) are not supported with MineDraft yet.")
-    backend = vllm_config.attention_config.backend
-    if backend is not None and "FLASHINFER" in str(backend).upper():
-        raise MineDraftConfigError(
-            "the FlashInfer attention backend synchronises the host in every draft metadata build, which "
-            "serialises the lanes: use FLASH_ATTN or TRITON_ATTN with MineDraft.")
-    if vllm_config.model_config.is_hybrid:
-        raise MineDraftConfigError("hybrid (attention + Mamba) models are not supported with MineDraft yet.")
-
-
 def _check_depth_table(vllm_config: VllmConfig) -> None:
     """vLLM's ``num_speculative_tokens_per_batch_size`` runs as in vLLM (its scheduler looks the
     depth up per step; a deferred call keeps the depth of its step), except with what chooses the
@@ -142,29 +113,6 @@ def _check_depth_table(vllm_config: VllmConfig) -> None:
 
 
 def _check_num_spec_tokens(k: Any) -> None:
-    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_SPEC_TOKENS:
-        raise MineDraftConfigError(
-            f"num_speculative_tokens must be an integer in 1..{MAX_SPEC_TOKENS}, got {k!r}."
-        )
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise MineDraftConfigError(f"num_speculative_tokens must be a positive integer, got {k!r}.")
 
-
-def _check_drafting_path(parallel_drafting: Any, disable_padded_drafter_batch: Any) -> None:
-    """The deferred propose call is the padded-batch, one-draft-per-step path of vLLM's
-    EAGLE/draft-model proposer; the two variants below take other inputs from the runner."""
-    if parallel_drafting:
-        raise MineDraftConfigError(
-            "parallel_drafting (P-EAGLE) is not supported with MineDraft; drop it from --speculative-config.")
-    if disable_padded_drafter_batch:
-        raise MineDraftConfigError(
-            "disable_padded_drafter_batch is not supported with MineDraft (its drafter reads the runner's "
-            "host-side sampled tokens); drop it from --speculative-config.")
-
-
-def _check_draft_sampling(method: Any) -> None:
-    # Probabilistic drafts hand their probabilities to the rejection sampler
-    # through the runner's per-step cache, which a deferred draft bypasses:
-    # verifying them as one-hot drafts would bias the output distribution.
-    if method not in (None, "greedy"):
-        raise MineDraftConfigError(
-            f"draft_sample_method {method!r} is not supported yet; use 'greedy' (the default)."
-        )

@@ -38,7 +38,8 @@ LEDGER: dict[str, LedgerEntry] = {
         "process after the model loaded; `--scheduler-cls minedraft` must work and "
         "bad configs must fail before the model loads.",
         how="When scheduler_cls selects MineDraft: rewrite the short name, turn off "
-        "async scheduling, install MineDraft's worker where worker_cls is 'auto', "
+        "async scheduling, install MineDraft's worker where worker_cls is 'auto' and the resolved "
+        "config overlaps (else MineDraft's stock path keeps vLLM's worker), "
         "validate (minedraft/selection.py); otherwise call through unchanged.",
         upstream_diff="0001-scheduler-short-name-registry.patch",
         related_pr=NOT_PROPOSED,

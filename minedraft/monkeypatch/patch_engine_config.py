@@ -9,7 +9,7 @@ import functools
 
 from minedraft import registry
 from minedraft.monkeypatch.patching import Patch, takes
-from minedraft.selection import select_minedraft_engine_args, validate_selected_config
+from minedraft.selection import select_minedraft_engine_args, settle_selected_config
 
 
 def _wrap_create_engine_config(original):
@@ -19,7 +19,7 @@ def _wrap_create_engine_config(original):
             return original(self, *args, **kwargs)
         select_minedraft_engine_args(self)
         vllm_config = original(self, *args, **kwargs)
-        validate_selected_config(vllm_config)
+        settle_selected_config(vllm_config, self.worker_cls)
         return vllm_config
 
     return create_engine_config

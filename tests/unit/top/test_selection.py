@@ -35,14 +35,7 @@ def test_other_users_are_unaffected(model_dir):
     [
         ({"speculative_config": None}, "needs speculative decoding"),
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
-        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 1000}}, "num_speculative_tokens"),
-        ({"speculative_config": {"method": "medusa", "model": "x", "num_speculative_tokens": 3}}, "not supported"),
-        ({"speculative_config": {"method": "eagle3", "model": "x", "num_speculative_tokens": 3,
-                                 "parallel_drafting": True}}, "parallel_drafting"),
-        ({"speculative_config": {"method": "eagle3", "model": "x", "num_speculative_tokens": 3,
-                                 "disable_padded_drafter_batch": True}}, "disable_padded_drafter_batch"),
-        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 3,
-                                 "draft_sample_method": "probabilistic"}}, "draft_sample_method"),
+        ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 2.5}}, "num_speculative_tokens"),
         ({"pipeline_parallel_size": 2}, "pipeline parallelism"),
         ({"data_parallel_size": 2}, "data parallelism"),
     ],
@@ -52,6 +45,51 @@ def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
         engine_args(model_dir, scheduler_cls="minedraft", **kwargs).create_engine_config()
     text = str(err.value)
     assert message in text and "\n" not in text and text.startswith("minedraft: ")
+
+
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        ({"method": "ngram", "num_speculative_tokens": 3, "draft_sample_method": "probabilistic"},
+         "draft_sample_method 'probabilistic'"),
+        ({"method": "draft_model", "num_speculative_tokens": 3, "parallel_drafting": True}, "parallel drafting"),
+        ({"method": "draft_model", "num_speculative_tokens": 3, "disable_padded_drafter_batch": True},
+         "disable_padded_drafter_batch"),
+        ({"method": "draft_model", "num_speculative_tokens": 20}, None),  # any depth vLLM takes
+    ],
+)
+def test_what_cannot_overlap_yet_runs_on_the_stock_path(model_dir, caplog, spec, reason):
+    """vLLM's worker (the drafter untouched), mode stock, one INFO line naming the reason."""
+    if spec["method"] == "draft_model":
+        spec = {**spec, "model": model_dir}
+    with caplog.at_level(logging.INFO, logger="minedraft"):
+        config = engine_args(model_dir, scheduler_cls="minedraft", speculative_config=spec).create_engine_config()
+    settings = MineDraftSettings.of(config)
+    said = [r.getMessage() for r in caplog.records if "stock path" in r.getMessage()]
+    assert config.scheduler_config.get_scheduler_cls() is MineDraftScheduler
+    if reason is None:
+        assert said == [] and settings.mode != "stock"
+        assert config.parallel_config.worker_cls == registry.CPU_WORKER_QUALNAME
+    else:
+        assert len(said) == 1 and reason in said[0], said
+        assert settings.mode == "stock"
+        assert config.parallel_config.worker_cls == "vllm.v1.worker.cpu_worker.CPUWorker"
+
+
+def test_a_worker_the_user_names_is_kept(model_dir):
+    worker = "vllm.v1.worker.cpu_worker.CPUWorker"
+    config = engine_args(model_dir, scheduler_cls="minedraft", worker_cls=worker).create_engine_config()
+    assert config.parallel_config.worker_cls == worker and MineDraftSettings.of(config).mode != "stock"
+
+
+def test_the_process_drafter_refuses_what_it_cannot_serve(model_dir):
+    spec = {"method": "draft_model", "model": model_dir, "num_speculative_tokens": 3,
+            "draft_sample_method": "probabilistic"}
+    with pytest.raises(MineDraftConfigError, match="drop the process drafter") as err:
+        engine_args(model_dir, scheduler_cls="minedraft", speculative_config=spec,
+                    additional_config={"minedraft": {"drafter": "process", "drafter_device": "cpu:1"}},
+                    ).create_engine_config()
+    assert "\n" not in str(err.value)
 
 
 def test_v1_model_runner_is_forced_and_a_v2_request_refused(monkeypatch):

@@ -1,0 +1,62 @@
+"""Speculative configurations that MineDraft runs on its stock path, and why.
+
+MineDraft never refuses a speculative configuration that vLLM runs. Where its
+overlap does not cover one yet, the engine takes MineDraft's stock path: its
+scheduler in mode ``stock`` (every step is plain speculative decoding,
+scheduled by vLLM's own code and counted in the ``minedraft:*`` metrics) and
+vLLM's own worker, so the drafter runs exactly as in vLLM. The front end says
+why in one INFO line (``selection.settle_selected_config``).
+
+The overlap covers a drafter whose ``propose`` call the deferred job can carry
+one step later (``worker/runner_mixin.py``): vLLM's draft model and EAGLE
+proposers on their padded one-draft-per-forward path, and the n-gram drafter.
+A method joins the list once its deferred call is built and tested.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minedraft.registry import PROPOSER_QUALNAME
+
+OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "ngram")
+
+
+def is_process_drafter(spec: Any) -> bool:
+    """The front end gave the target vLLM's ``custom_class`` method with MineDraft's proposer."""
+    return spec.method == "custom_class" and spec.model == PROPOSER_QUALNAME
+
+
+def stock_path_reason(vllm_config: Any) -> str | None:
+    """Why this configuration cannot overlap yet (one clause), or None where it can."""
+    spec = vllm_config.speculative_config
+    if not is_process_drafter(spec) and spec.method not in OVERLAP_METHODS:
+        return (f"speculative method {spec.method!r}: the deferred draft call is built for "
+                f"{', '.join(OVERLAP_METHODS)} so far")
+    if spec.parallel_drafting:
+        return ("parallel drafting (PARD, P-EAGLE): its first draft forward takes mask slots that the "
+                "deferred call does not carry yet")
+    if spec.disable_padded_drafter_batch:
+        return "disable_padded_drafter_batch: that drafter path reads the runner's host-side sampled tokens of its step"
+    if spec.draft_sample_method not in (None, "greedy"):
+        # Verifying them as one-hot drafts would bias the output distribution.
+        return (f"draft_sample_method {spec.draft_sample_method!r}: draft probabilities reach the rejection "
+                "sampler through the runner's per-step cache, which a deferred draft bypasses")
+    if vllm_config.device_config.device_type == "cuda":
+        return _gpu_stock_path_reason(vllm_config)
+    return None
+
+
+def _gpu_stock_path_reason(vllm_config: Any) -> str | None:
+    """What the GPU side-stream lane's design does not cover yet (RFC.md §2.2 and §7)."""
+    # Tensor parallelism is not here: its in-process drafter drafts on the serial lane, as on CPU
+    # (selection.lane_for_tensor_parallelism), and the process drafter talks to rank 0 alone.
+    if vllm_config.parallel_config.enable_dbo:
+        return "dual-batch overlap (--enable-dbo) splits the batch that MineDraft's groups split"
+    backend = vllm_config.attention_config.backend
+    if backend is not None and "FLASHINFER" in str(backend).upper():
+        return ("the FlashInfer attention backend synchronises the host in every draft metadata build, "
+                "which would serialise the lanes (FLASH_ATTN or TRITON_ATTN overlap)")
+    if vllm_config.model_config.is_hybrid:
+        return "a hybrid (attention + Mamba) model: the lane does not carry its state yet"
+    return None

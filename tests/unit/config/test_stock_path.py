@@ -1,0 +1,60 @@
+"""minedraft/config/stock_path.py: what runs on MineDraft's stock path, and the reason given."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from minedraft.config.stock_path import OVERLAP_METHODS, stock_path_reason
+from minedraft.registry import PROPOSER_QUALNAME
+
+
+def _config(device: str = "cpu", **changes) -> SimpleNamespace:
+    config = SimpleNamespace(
+        speculative_config=SimpleNamespace(method="draft_model", model="draft", parallel_drafting=False,
+                                           disable_padded_drafter_batch=False, draft_sample_method="greedy"),
+        parallel_config=SimpleNamespace(enable_dbo=False), device_config=SimpleNamespace(device_type=device),
+        attention_config=SimpleNamespace(backend=None), model_config=SimpleNamespace(is_hybrid=False))
+    for path, value in changes.items():
+        holder, name = path.split(".")
+        setattr(getattr(config, holder), name, value)
+    return config
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("method", OVERLAP_METHODS)
+def test_the_methods_the_deferred_call_covers_overlap(method, device):
+    assert stock_path_reason(_config(device, **{"speculative_config.method": method})) is None
+
+
+def test_the_process_drafter_overlaps():
+    config = _config(**{"speculative_config.method": "custom_class", "speculative_config.model": PROPOSER_QUALNAME})
+    assert stock_path_reason(config) is None
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"speculative_config.method": "mtp"}, "speculative method 'mtp'"),
+    ({"speculative_config.method": "medusa"}, "speculative method 'medusa'"),
+    ({"speculative_config.method": "suffix"}, "speculative method 'suffix'"),
+    ({"speculative_config.method": "dflash"}, "speculative method 'dflash'"),
+    ({"speculative_config.method": "custom_class", "speculative_config.model": "my.Proposer"},
+     "speculative method 'custom_class'"),
+    ({"speculative_config.parallel_drafting": True}, "parallel drafting"),
+    ({"speculative_config.disable_padded_drafter_batch": True}, "disable_padded_drafter_batch"),
+    ({"speculative_config.draft_sample_method": "probabilistic"}, "draft_sample_method 'probabilistic'"),
+])
+def test_what_the_deferred_call_does_not_carry_runs_stock(change, reason):
+    said = stock_path_reason(_config(**change))
+    assert said is not None and said.startswith(reason) and "\n" not in said
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"parallel_config.enable_dbo": True}, "dual-batch overlap"),
+    ({"attention_config.backend": "FLASHINFER"}, "FlashInfer"),
+    ({"model_config.is_hybrid": True}, "hybrid"),
+])
+def test_what_the_gpu_lane_does_not_cover_runs_stock_on_gpu_only(change, reason):
+    assert stock_path_reason(_config("cpu", **change)) is None
+    said = stock_path_reason(_config("cuda", **change))
+    assert said is not None and reason in said
