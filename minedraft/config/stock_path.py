@@ -7,10 +7,15 @@ scheduled by vLLM's own code and counted in the ``minedraft:*`` metrics) and
 vLLM's own worker, so the drafter runs exactly as in vLLM. The front end says
 why in one INFO line (``selection.settle_selected_config``).
 
-The overlap covers a drafter whose ``propose`` call the deferred job can carry
-one step later (``worker/runner_mixin.py``): vLLM's draft model and EAGLE
-proposers on their padded one-draft-per-forward path, and the n-gram drafter.
-A method joins the list once its deferred call is built and tested.
+The overlap covers a drafter whose ``propose`` call the deferred job carries
+one step later (``worker/runner_mixin.py``), checked on the kit's checkpoints:
+exact and accepting as many drafts as stock SD (tests/e2e/test_overlapped_methods.py).
+Those are vLLM's draft-model and EAGLE-family proposers on their padded path,
+parallel drafting included (PARD, P-EAGLE), MTP (the same proposer as EAGLE),
+and the n-gram drafter. DFlash and Medusa ran exact through the deferred call
+too, but the kit's checkpoints accept no drafts, so nothing showed that their
+deferred drafts are stock SD's: they stay here until a checkpoint that
+accepts shows it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from minedraft.registry import PROPOSER_QUALNAME
 
-OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "ngram")
+OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "ngram")
 
 
 def is_process_drafter(spec: Any) -> bool:
@@ -31,11 +36,8 @@ def stock_path_reason(vllm_config: Any) -> str | None:
     """Why this configuration cannot overlap yet (one clause), or None where it can."""
     spec = vllm_config.speculative_config
     if not is_process_drafter(spec) and spec.method not in OVERLAP_METHODS:
-        return (f"speculative method {spec.method!r}: the deferred draft call is built for "
+        return (f"speculative method {spec.method!r}: MineDraft's deferred draft call is checked for "
                 f"{', '.join(OVERLAP_METHODS)} so far")
-    if spec.parallel_drafting:
-        return ("parallel drafting (PARD, P-EAGLE): its first draft forward takes mask slots that the "
-                "deferred call does not carry yet")
     if spec.disable_padded_drafter_batch:
         return "disable_padded_drafter_batch: that drafter path reads the runner's host-side sampled tokens of its step"
     if spec.draft_sample_method not in (None, "greedy"):

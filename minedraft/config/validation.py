@@ -21,7 +21,7 @@ __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_con
 
 logger = get_logger(__name__)
 
-MODEL_METHODS = ("draft_model", "eagle", "eagle3")  # the drafter is a model in the target's worker
+MODEL_METHODS = ("draft_model", "eagle", "eagle3", "mtp")  # the drafter is a model in the target's worker
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:

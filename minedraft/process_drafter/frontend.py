@@ -35,6 +35,10 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
             f"'draft_model' with a 'model', got method {method!r}.")
+    if spec.get("parallel_drafting"):
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process drafts one token per draft forward: drop parallel_drafting or the "
+            "process drafter.")
     device = DrafterDevice.parse(settings.drafter_device)
     if device.kind == "cuda" and 0 in device.indices:
         raise MineDraftConfigError(

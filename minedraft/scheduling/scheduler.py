@@ -115,6 +115,14 @@ class MineDraftScheduler(Scheduler):
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
+        spec = self.vllm_config.speculative_config
+        if spec is not None and spec.parallel_drafting and self.settings.mode == "auto":
+            # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
+            # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
+            # the worker (P-EAGLE on CPU). Speculation stays at K; the mode policy still chooses.
+            logger.info("MineDraft auto: parallel drafting runs at num_speculative_tokens=%d (the depth "
+                        "controller is off: vLLM's parallel drafter drafts only K).", self.num_spec_tokens)
+            return None
         if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
             if has_table and self.settings.mode == "auto":
                 logger.info("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth "

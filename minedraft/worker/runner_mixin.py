@@ -110,9 +110,12 @@ class MineDraftRunnerMixin:
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
         """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an
         EAGLE head's catch-up feeds it the target's hidden states its skipped calls kept (up to
-        ``catch_up_max_mib``). Not where positions are M-RoPE's (the catch-up builds 1-D ones)."""
+        ``catch_up_max_mib``). Not where positions are M-RoPE's (the catch-up builds 1-D ones), nor for
+        parallel drafting (PARD, P-EAGLE: its first pass lays out mask slots the catch-up does not;
+        a P-EAGLE catch-up was seen to crash the worker)."""
         method = self.speculative_config.method
-        if self.settings.idle_drafter != "skip" or method not in CATCH_UP_METHODS or self.uses_mrope:
+        if (self.settings.idle_drafter != "skip" or method not in CATCH_UP_METHODS or self.uses_mrope
+                or self.speculative_config.parallel_drafting):
             return None
         # Read at call time: vLLM rebuilds its input batch and sets the block size with the KV cache.
         return DraftCatchUp(

@@ -28,19 +28,21 @@ def test_the_methods_the_deferred_call_covers_overlap(method, device):
     assert stock_path_reason(_config(device, **{"speculative_config.method": method})) is None
 
 
+def test_parallel_drafting_overlaps():  # PARD, P-EAGLE
+    assert stock_path_reason(_config(**{"speculative_config.parallel_drafting": True})) is None
+
+
 def test_the_process_drafter_overlaps():
     config = _config(**{"speculative_config.method": "custom_class", "speculative_config.model": PROPOSER_QUALNAME})
     assert stock_path_reason(config) is None
 
 
 @pytest.mark.parametrize(("change", "reason"), [
-    ({"speculative_config.method": "mtp"}, "speculative method 'mtp'"),
     ({"speculative_config.method": "medusa"}, "speculative method 'medusa'"),
     ({"speculative_config.method": "suffix"}, "speculative method 'suffix'"),
     ({"speculative_config.method": "dflash"}, "speculative method 'dflash'"),
     ({"speculative_config.method": "custom_class", "speculative_config.model": "my.Proposer"},
      "speculative method 'custom_class'"),
-    ({"speculative_config.parallel_drafting": True}, "parallel drafting"),
     ({"speculative_config.disable_padded_drafter_batch": True}, "disable_padded_drafter_batch"),
     ({"speculative_config.draft_sample_method": "probabilistic"}, "draft_sample_method 'probabilistic'"),
 ])

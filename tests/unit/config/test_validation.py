@@ -25,7 +25,7 @@ def test_kv_connectors_on_gpu_are_refused_in_one_line():
 
 
 @pytest.mark.parametrize(("method", "eager_after"), [
-    ("draft_model", True), ("eagle", True), ("eagle3", True), ("ngram", False)])
+    ("draft_model", True), ("eagle", True), ("eagle3", True), ("mtp", True), ("ngram", False)])
 def test_the_in_process_drafter_runs_eager_on_gpu(method, eager_after):
     """Its CUDA graphs would share the target's graph pool while both lanes replay."""
     config = SimpleNamespace(speculative_config=SimpleNamespace(method=method, enforce_eager=None))

@@ -23,7 +23,7 @@ def test_gpu_runner_lanes(monkeypatch):
 
     def lane(lane_setting, method):
         stub = SimpleNamespace(settings=SimpleNamespace(lane=lane_setting), device="cuda:0",
-                               speculative_config=SimpleNamespace(method=method))
+                               speculative_config=SimpleNamespace(method=method, parallel_drafting=False))
         return MineDraftGPUModelRunner._make_draft_lane(stub)
 
     assert lane("overlap", "draft_model") == "cuda lane" and made == ["cuda:0"]

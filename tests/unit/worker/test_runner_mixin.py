@@ -40,7 +40,7 @@ class FakeVllmRunner:
         # Its propose takes no vLLM proposer arguments: no depth, so no catch-up (draft_catch_up.py).
         settings = MineDraftSettings.parse({CONFIG_KEY: {"idle_drafter": "run"}}, environ={})
         self.vllm_config = SimpleNamespace(additional_config={CONFIG_KEY: settings.to_config()})
-        self.speculative_config = SimpleNamespace(method=method, num_speculative_tokens=2)
+        self.speculative_config = SimpleNamespace(method=method, num_speculative_tokens=2, parallel_drafting=False)
         self.device = torch.device("cpu")
         self.drafter = drafter
         self.histories: dict[str, list[int]] = {}
