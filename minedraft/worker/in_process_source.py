@@ -11,8 +11,10 @@ now first joins the job on the lane.
 The platform runner's hooks come with the lane: ``before_run(lane,
 job_this_step)`` at the start of every step, with nothing on the lane (the
 CPU kernel lock), and ``on_captured(lane)`` right after a call was captured
-(the CUDA lane's capture event). A ``watchdog`` bounds each job it runs
-(``job_watchdog.py``).
+(the CUDA lane's capture event). A ``watchdog`` bounds each job it runs and
+each join (``job_watchdog.py``): on the CUDA lane the job only enqueues its
+kernels, and a stuck kernel or collective on the side stream shows only at the
+join.
 
 With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), a
 depth-0 call runs no forward, and a later call first feeds the drafter the tokens
@@ -119,7 +121,7 @@ class InProcessDraftSource(DraftSource):
     def _join(self) -> MineDraftDraftTokenIds | None:
         if not self.lane.busy:
             return None
-        req_ids, drafts = self.lane.wait()
+        req_ids, drafts = self._bounded(self.lane.wait)()
         return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
 
     def shutdown(self) -> None:

@@ -6,6 +6,11 @@ thread stuck inside a collective cannot be interrupted. The watchdog is one daem
 worker, armed while a job runs (two lock round trips a job): when a deadline passes it writes one
 line naming the worker and SIGKILLs its process, so vLLM's executor sees a worker die and stops the
 engine at once ("Worker proc ... died unexpectedly"), and nothing is left behind.
+
+The draft source arms it twice: around the job (on the lane's thread) and around the join (on the
+worker's). On the CUDA lane the job returns once its kernels are enqueued, so a side stream that
+never finishes is seen only at the join; on the thread lane the join's arming replaces the job's
+with a later deadline, which still bounds the wait.
 """
 
 from __future__ import annotations

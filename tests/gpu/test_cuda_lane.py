@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
 
 from minedraft.worker.draft_job import DraftJob, as_lists
+from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import CudaStreamLane
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
@@ -103,6 +105,29 @@ def test_the_streams_overlap():
              (origin.elapsed_time(main_start), origin.elapsed_time(main_end))]
     overlap = min(spans[0][1], spans[1][1]) - max(spans[0][0], spans[1][0])
     assert overlap > 0.5 * min(b - a for a, b in spans), spans
+
+
+def test_the_watchdog_sees_a_stuck_side_stream_at_the_join():
+    """The job only enqueues its kernels and returns: a side stream that does not finish shows at
+    the join, which the draft source bounds as it bounds the job (InProcessDraftSource._join). The
+    join's host wait must let the watchdog's thread run (the GIL released in the event's wait)."""
+    lane = CudaStreamLane(torch.device("cuda"))
+    said: list[str] = []
+    watchdog = JobWatchdog(0.2, "rank 0", end=said.append)  # records the line instead of ending the process
+
+    def stuck_job():
+        torch.cuda._sleep(100 * SPIN_CYCLES)  # seconds on the side stream
+        return ["a"], torch.zeros(1, 1, dtype=torch.long, device="cuda")
+
+    lane.captured()
+    watchdog.watched(lambda: lane.submit(stuck_job))()
+    assert said == [], "enqueueing the job took longer than the bound"
+    start = time.monotonic()
+    req_ids, _ = watchdog.watched(lane.wait)()
+    waited = time.monotonic() - start
+    assert req_ids == ["a"]
+    assert len(said) == 1 and "lane_timeout_s=0.2 s" in said[0], (said, waited)
+    assert waited > 0.2, waited  # the side stream was still busy when the bound passed
 
 
 @pytest.mark.skipif(os.environ.get("TORCH_CUDA_SANITIZER") == "1", reason="already under the sanitizer")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ import torch
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_source import DraftLaneError, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
+from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import InlineLane, Lane
 
 
@@ -41,10 +43,10 @@ class Drafter:
         return torch.stack([tokens[:, -1] + 1, tokens[:, -1] + 2], dim=1)
 
 
-def _source(log, lane=None, capture_max_mib=64.0, profiler=None) -> InProcessDraftSource:
+def _source(log, lane=None, capture_max_mib=64.0, profiler=None, watchdog=None) -> InProcessDraftSource:
     lane = lane if lane is not None else RecordingLane(log)
     return InProcessDraftSource(
-        Drafter(log).propose, lane, capture_max_mib=capture_max_mib, profiler=profiler,
+        Drafter(log).propose, lane, capture_max_mib=capture_max_mib, profiler=profiler, watchdog=watchdog,
         before_run=lambda lane, job_this_step: log.append(f"hook: before_run {job_this_step}"),
         on_captured=lambda lane: log.append("hook: captured"))
 
@@ -137,3 +139,28 @@ def test_shutdown_ends_the_lane():
     lane.shutdown = lambda: ended.append(True)
     _source([], lane=lane).shutdown()
     assert ended == [True]
+
+
+class EnqueueOnlyLane(Lane):
+    """As the CUDA lane: the job returns once enqueued, and the join waits for the device, here
+    for ``device_done``."""
+
+    def __init__(self, device_done: threading.Event):
+        self.device_done = device_done
+
+    def submit(self, job):
+        self._pending, self._outcome = True, (job(), None)
+
+    def _join(self):
+        assert self.device_done.wait(10), "the watchdog never acted on the stuck join"
+        return self._outcome
+
+
+def test_the_watchdog_bounds_the_join_where_the_device_work_is_seen():
+    device_done, said = threading.Event(), []
+    watchdog = JobWatchdog(0.05, "rank 0", end=lambda line: (said.append(line), device_done.set()))
+    source = _source([], lane=EnqueueOnlyLane(device_done), watchdog=watchdog)
+    source.run(source.prepare(_call(["a"], torch.tensor([[1]]))))
+    assert said == []  # the job itself returned at once
+    assert source.collect().req_ids == ["a"]
+    assert len(said) == 1 and "a draft job on rank 0 has run for more than lane_timeout_s=0.05 s" in said[0]
