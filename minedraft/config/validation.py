@@ -15,13 +15,15 @@ if TYPE_CHECKING:
 
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import MineDraftSettings
+from minedraft.config.stock_path import OVERLAP_METHODS
 from minedraft.log import get_logger
 
 __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_config", "validate_vllm_config"]
 
 logger = get_logger(__name__)
 
-MODEL_METHODS = ("draft_model", "eagle", "eagle3", "mtp")  # the drafter is a model in the target's worker
+# The overlapped methods whose drafter is a model in the target's worker (n-gram runs none).
+MODEL_METHODS = tuple(method for method in OVERLAP_METHODS if method != "ngram")
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:

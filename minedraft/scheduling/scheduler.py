@@ -120,8 +120,12 @@ class MineDraftScheduler(Scheduler):
             # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
             # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
             # the worker (P-EAGLE on CPU). Speculation stays at K; the mode policy still chooses.
-            logger.info("MineDraft auto: parallel drafting runs at num_speculative_tokens=%d (the depth "
-                        "controller is off: vLLM's parallel drafter drafts only K).", self.num_spec_tokens)
+            if has_table:
+                logger.info("MineDraft auto: num_speculative_tokens_per_batch_size chooses the depth of parallel "
+                            "drafting, as in vLLM (the depth controller is off).")
+            else:
+                logger.info("MineDraft auto: parallel drafting runs at num_speculative_tokens=%d (the depth "
+                            "controller is off: vLLM's parallel drafter drafts only K).", self.num_spec_tokens)
             return None
         if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
             if has_table and self.settings.mode == "auto":
