@@ -33,6 +33,7 @@ from minedraft.log import get_logger
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
+from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.draft_source import DraftSource, ProposeCall
 from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane
@@ -49,9 +50,10 @@ class InProcessDraftSource(DraftSource):
     def __init__(self, propose: Callable[..., Any] | None, lane: Lane, *, capture_max_mib: float,
                  before_run: Callable[[Lane, bool], None], on_captured: Callable[[Lane], None],
                  profiler: StepProfiler | None = None, catch_up: DraftCatchUp | None = None,
-                 watchdog: JobWatchdog | None = None) -> None:
+                 watchdog: JobWatchdog | None = None, draft_probs: DraftProbs | None = None) -> None:
         super().__init__()
         self.watchdog = watchdog
+        self.draft_probs = draft_probs
         self.propose, self.lane = propose, lane
         self.catch_up = catch_up
         self.capture_max_mib = capture_max_mib
@@ -88,10 +90,16 @@ class InProcessDraftSource(DraftSource):
     def release(self, req_ids) -> None:
         if self.catch_up is not None:
             self.catch_up.release(set(req_ids))
+        if self.draft_probs is not None:
+            self.draft_probs.release(req_ids)
 
     def _propose_now(self, call: ProposeCall) -> Any:
         self._keep_joined()  # the drafter's buffers belong to one call at a time
-        return self.propose(*call.args, **call.kwargs)
+        return self._proposer(call)(*call.args, **call.kwargs)
+
+    def _proposer(self, call: ProposeCall) -> Callable[..., Any]:
+        """The drafter's propose for ``call``, keeping its draft probabilities where they are sampled."""
+        return self.propose if self.draft_probs is None else self.draft_probs.recording(self.propose, call.req_ids)
 
     def _skip(self, call: ProposeCall) -> Any:
         """A depth-0 call's result without its forward; None where the call runs."""
@@ -132,7 +140,7 @@ class InProcessDraftSource(DraftSource):
         its drafts made now: the next step's job only hands them over."""
         nbytes = snapshot_nbytes((call.args, call.kwargs))
         if nbytes <= self.capture_max_mib * 2**20:
-            return DraftJob.capture(call.req_ids, self.propose, call.args, call.kwargs)
+            return DraftJob.capture(call.req_ids, self._proposer(call), call.args, call.kwargs)
         if not self.inline_drafts:
             logger.info("MineDraft: a deferred draft call would copy %.1f MiB (capture_max_mib=%s); "
                         "steps like it draft inline.", nbytes / 2**20, self.capture_max_mib)

@@ -51,6 +51,7 @@ from minedraft.rank import tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
+from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.job_watchdog import JobWatchdog
@@ -86,6 +87,7 @@ class MineDraftRunnerMixin:
         self._step_depth = 0
         self._propose_signature: inspect.Signature | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
+        self.draft_probs = self._make_draft_probs()
         self.draft_source = self._make_draft_source()
         self._install_propose_proxy()
 
@@ -105,7 +107,17 @@ class MineDraftRunnerMixin:
             drafter.propose if drafter is not None else None, lane, capture_max_mib=self.settings.capture_max_mib,
             before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler,
             catch_up=self.draft_catch_up, watchdog=JobWatchdog(self.settings.lane_timeout_s,
-                                                               f"rank {tensor_parallel_rank()}"))
+                                                               f"rank {tensor_parallel_rank()}"),
+            draft_probs=self.draft_probs)
+
+    def _make_draft_probs(self) -> DraftProbs | None:
+        """Where vLLM's proposer samples its drafts and the rejection sampler reads their probabilities
+        (``draft_sample_method: probabilistic``), they are kept per request (``draft_probs.py``)."""
+        spec, drafter = self.speculative_config, getattr(self, "drafter", None)
+        if (not hasattr(drafter, "take_last_draft_probs") or spec.draft_sample_method != "probabilistic"
+                or spec.rejection_sample_method != "standard"):
+            return None
+        return DraftProbs(drafter.take_last_draft_probs)
 
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
         """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an
@@ -257,6 +269,14 @@ class MineDraftRunnerMixin:
         if samples_as_target_alone(spec_decode_metadata, self.input_batch.sampling_metadata):
             spec_decode_metadata = None
         return super()._sample(logits, spec_decode_metadata)
+
+    def _get_spec_decode_draft_probs(self, spec_decode_metadata):
+        """The verified drafts' probabilities, kept per request (vLLM keeps its last call's: a deferred
+        call's drafts are verified in a later step, beside other calls)."""
+        if self.draft_probs is None:
+            return super()._get_spec_decode_draft_probs(spec_decode_metadata)
+        return self.draft_probs.for_verification(self.input_batch.req_ids, spec_decode_metadata.num_draft_tokens,
+                                                 spec_decode_metadata.draft_token_ids)
 
     def _propose(self, args: tuple, kwargs: dict):
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)

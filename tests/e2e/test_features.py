@@ -6,7 +6,8 @@ Three modes see identical requests: the target alone, stock speculative
 decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``), the latter also with its process drafter
 (``minedraft_process*`` scenarios: the draft engine on core 1) and with the kit's EAGLE-3 head
-(``minedraft_eagle3*``). Each engine runs in its own subprocess (this
+(``minedraft_eagle3*``), and with probabilistic drafts (``minedraft_probabilistic``: the draft samples its
+drafts, verified with their probabilities; minedraft/worker/draft_probs.py). Each engine runs in its own subprocess (this
 file run as a child, :mod:`harness.child`, one engine per process, several workloads per engine),
 like :mod:`harness.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
@@ -44,7 +45,8 @@ DIST_ALPHA = 1e-3  # family-wise, Bonferroni over prompts x positions
 # repeat samples, which inflates the test statistic). Each mode and workload
 # has its own base: samples of different modes are independent.
 SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
-              ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000}
+              ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000,
+              ("minedraft_probabilistic", "dist"): 60_000}
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
 N_AFTER_ABORT = 4
@@ -132,6 +134,8 @@ def engine_kwargs(scenario: str) -> dict:
         speculation = Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
     elif "eagle3" in scenario:
         speculation = Speculation(str(kit.eagle3), K, "eagle3")
+    elif scenario == "minedraft_probabilistic":  # drafts sampled, verified with their probabilities
+        speculation = Speculation(str(kit.draft_perturbed), K, extra={"draft_sample_method": "probabilistic"})
     else:
         speculation = Speculation(str(kit.draft_perturbed), K)
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
@@ -294,6 +298,12 @@ def minedraft_process(workdir, target):
 
 
 @pytest.fixture(scope="module")
+def minedraft_probabilistic(workdir, target):
+    return run_child(workdir, {"mode": "minedraft_probabilistic", "workloads": ["stop", "dist"],
+                               "stop_picks": target["stop_picks"]})
+
+
+@pytest.fixture(scope="module")
 def minedraft_async(workdir):
     return run_child(workdir, {"mode": "minedraft_async", "timeout": 600})
 
@@ -373,7 +383,7 @@ def test_stop_strings_really_stop(target):
     assert n_stopped >= N_STOP // 2
 
 
-@pytest.mark.parametrize("mode", ["stock_sd", "minedraft", "minedraft_process"])
+@pytest.mark.parametrize("mode", ["stock_sd", "minedraft", "minedraft_process", "minedraft_probabilistic"])
 def test_stop_strings_same_in_all_modes(target, mode, request):
     got = request.getfixturevalue(mode)
     assert got["stop_picks"] == target["stop_picks"]
@@ -439,7 +449,7 @@ def distribution_p_values(got: list[list[dict]], want: list[list[dict]]) -> dict
             for p in range(DIST_PROMPTS) for pos in range(1, DIST_MAX_TOKENS)}
 
 
-@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process"])
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic"])
 def test_sampling_workload_samples(mode, request):
     minedraft = request.getfixturevalue(mode)
     rows = minedraft["phases"]["dist"]
@@ -455,12 +465,26 @@ def test_distribution_test_has_power(target):
     assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
 
 
-@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process"])
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic"])
 def test_sampled_distribution_matches_target(target, mode, request):
     minedraft = request.getfixturevalue(mode)
     p_values = distribution_p_values(minedraft["phases"]["dist"], target["phases"]["dist"])
     worst = min(p_values, key=p_values.get)
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
+
+
+def acceptance(result: dict, phase: str) -> float:
+    m = result["metrics"][phase]
+    return m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_draft_tokens"]
+
+
+def test_sampled_drafts_are_verified_with_their_probabilities(minedraft, minedraft_probabilistic):
+    """Verified as one-hot, a sampled draft token is still exact (the residual distribution covers it)
+    but accepted with probability p(x) instead of min(1, p(x) / q(x)). Measured on the kit's pair at
+    temperature 1 (2026-11-27): 56.6 % accepted with the probabilities, 14.7 % one-hot, 23.8 % for
+    greedy drafts (the ``minedraft`` row)."""
+    with_probs, greedy_drafts = acceptance(minedraft_probabilistic, "dist"), acceptance(minedraft, "dist")
+    assert with_probs >= 1.5 * greedy_drafts, (with_probs, greedy_drafts)
 
 
 def test_stock_sd_distribution_is_off_on_cpu(target, stock_sd):

@@ -13,31 +13,21 @@ from __future__ import annotations
 
 import pytest
 
-from modelkit import build_kit
 from tests.e2e.method_runs import mismatched, run_spec
 
-K = 3
 STOCK_PATH_LINE = "MineDraft runs its stock path"
 # name -> (MineDraft's mode row, k, the reason the INFO line gives).
 CASES = {
     "medusa": ("minedraft_auto", 2, "speculative method 'medusa'"),
-    "probabilistic": ("minedraft_parallel", K, "draft_sample_method 'probabilistic'"),
-    "dflash": ("minedraft_parallel", K, "speculative method 'dflash'"),
+    "dflash": ("minedraft_parallel", 3, "speculative method 'dflash'"),
 }
-
-
-def _spec(checkpoints, name: str, k: int) -> dict:
-    if name == "probabilistic":  # the kit's perturbed draft, sampling its drafts
-        return {"method": "draft_model", "model": build_kit().draft_perturbed, "num_speculative_tokens": k,
-                "draft_sample_method": "probabilistic"}
-    return checkpoints.speculative_config(name, k)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_stock_path_is_exact_and_says_why(method_checkpoints, targets_alone, tmp_path, name):
     mode, k, reason = CASES[name]
-    target = method_checkpoints.target if name == "probabilistic" else method_checkpoints.target_for(name)
-    result = run_spec(mode, target, _spec(method_checkpoints, name, k), log_dir=tmp_path)
+    target = method_checkpoints.target_for(name)
+    result = run_spec(mode, target, method_checkpoints.speculative_config(name, k), log_dir=tmp_path)
     differ = mismatched(targets_alone(target), result)
     assert not differ, f"{name}: requests {differ} differ from the target alone"
     said = [line for line in (tmp_path / f"{mode}.log").read_text().splitlines() if STOCK_PATH_LINE in line]

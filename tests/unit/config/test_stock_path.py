@@ -32,6 +32,14 @@ def test_parallel_drafting_overlaps():  # PARD, P-EAGLE
     assert stock_path_reason(_config(**{"speculative_config.parallel_drafting": True})) is None
 
 
+def test_probabilistic_drafts_overlap_except_from_the_process_drafter():
+    assert stock_path_reason(_config(**{"speculative_config.draft_sample_method": "probabilistic"})) is None
+    said = stock_path_reason(_config(**{"speculative_config.method": "custom_class",
+                                        "speculative_config.model": PROPOSER_QUALNAME,
+                                        "speculative_config.draft_sample_method": "probabilistic"}))
+    assert said is not None and said.startswith("draft_sample_method 'probabilistic': the process drafter")
+
+
 def test_the_process_drafter_overlaps():
     config = _config(**{"speculative_config.method": "custom_class", "speculative_config.model": PROPOSER_QUALNAME})
     assert stock_path_reason(config) is None
@@ -44,7 +52,6 @@ def test_the_process_drafter_overlaps():
     ({"speculative_config.method": "custom_class", "speculative_config.model": "my.Proposer"},
      "speculative method 'custom_class'"),
     ({"speculative_config.disable_padded_drafter_batch": True}, "disable_padded_drafter_batch"),
-    ({"speculative_config.draft_sample_method": "probabilistic"}, "draft_sample_method 'probabilistic'"),
 ])
 def test_what_the_deferred_call_does_not_carry_runs_stock(change, reason):
     said = stock_path_reason(_config(**change))

@@ -50,8 +50,7 @@ def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
 @pytest.mark.parametrize(
     ("spec", "reason"),
     [
-        ({"method": "ngram", "num_speculative_tokens": 3, "draft_sample_method": "probabilistic"},
-         "draft_sample_method 'probabilistic'"),
+        ({"method": "draft_model", "num_speculative_tokens": 3, "draft_sample_method": "probabilistic"}, None),
         ({"method": "draft_model", "num_speculative_tokens": 3, "parallel_drafting": True}, None),  # PARD
         ({"method": "draft_model", "num_speculative_tokens": 3, "disable_padded_drafter_batch": True},
          "disable_padded_drafter_batch"),

@@ -10,6 +10,7 @@ import torch
 
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_source import DraftLaneError, ProposeCall
+from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import InlineLane, Lane
@@ -164,3 +165,22 @@ def test_the_watchdog_bounds_the_join_where_the_device_work_is_seen():
     assert said == []  # the job itself returned at once
     assert source.collect().req_ids == ["a"]
     assert len(said) == 1 and "a draft job on rank 0 has run for more than lane_timeout_s=0.05 s" in said[0]
+
+
+def test_a_deferred_call_keeps_its_draft_probabilities_for_its_requests_until_released():
+    drafter = Drafter([])
+    last = {}
+
+    def propose(tokens):
+        last["probs"] = torch.softmax(tokens.float().unsqueeze(-1).expand(-1, 2, 4), dim=-1)
+        return drafter.propose(tokens)
+
+    store = DraftProbs(lambda: last.get("probs"))
+    source = InProcessDraftSource(propose, InlineLane(), capture_max_mib=64.0, before_run=lambda *a: None,
+                                  on_captured=lambda lane: None, draft_probs=store)
+    source.run(source.prepare(_call(["a", "b"], torch.tensor([[1], [2]]))))
+    assert source.collect().req_ids == ["a", "b"]
+    got = store.for_verification(["b"], [2], torch.tensor([0, 0]))
+    assert torch.equal(got, last["probs"][1])
+    source.release(["b"])
+    assert store.for_verification(["b"], [2], torch.tensor([0, 0])) is None
