@@ -38,6 +38,11 @@ def stock_path_reason(vllm_config: Any) -> str | None:
     if not is_process_drafter(spec) and spec.method not in OVERLAP_METHODS:
         return (f"speculative method {spec.method!r}: MineDraft's deferred draft call is checked for "
                 f"{', '.join(OVERLAP_METHODS)} so far")
+    if vllm_config.parallel_config.data_parallel_size > 1 and vllm_config.model_config.is_moe:
+        # A dense model's ranks are independent engines (vLLM's EngineCoreProc per rank), each with
+        # MineDraft's scheduler and worker; a MoE model's step in lockstep (DPEngineCoreProc).
+        return ("data parallelism with a mixture-of-experts model: its ranks step in lockstep, idle ones "
+                "with dummy batches, which MineDraft's deferred drafts are not tested with")
     if spec.disable_padded_drafter_batch:
         return "disable_padded_drafter_batch: that drafter path reads the runner's host-side sampled tokens of its step"
     if spec.draft_sample_method not in (None, "greedy") and is_process_drafter(spec):

@@ -53,11 +53,6 @@ def validate_engine_args(engine_args: Any) -> MineDraftSettings:
             "pipeline parallelism (pipeline_parallel_size > 1) is not supported; "
             "use tensor parallelism or drop --scheduler-cls minedraft."
         )
-    if (engine_args.data_parallel_size or 1) > 1:
-        raise MineDraftConfigError(
-            "data parallelism (data_parallel_size > 1) is not supported yet; "
-            "run one MineDraft engine per replica."
-        )
     return settings
 
 
@@ -71,8 +66,6 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
     _check_num_spec_tokens(spec.num_speculative_tokens)
     if vllm_config.parallel_config.pipeline_parallel_size > 1:
         raise MineDraftConfigError("pipeline parallelism (pipeline_parallel_size > 1) is not supported.")
-    if vllm_config.parallel_config.data_parallel_size > 1:
-        raise MineDraftConfigError("data parallelism (data_parallel_size > 1) is not supported yet.")
     if vllm_config.model_config.runner_type != "generate":
         raise MineDraftConfigError(
             f"only generative models are supported, not runner {vllm_config.model_config.runner_type!r}."

@@ -34,22 +34,23 @@ _GAUGES = {
 
 
 class MineDraftMetrics:
-    """One per process; Prometheus metrics are process-global."""
+    """One per process; Prometheus metrics are process-global. Each series has vLLM's ``engine``
+    label: under data parallelism every rank's engine core reports its own."""
 
     _instance: MineDraftMetrics | None = None
 
     def __init__(self) -> None:
         self.counters = {
-            name: prometheus_client.Counter(f"minedraft:{name}", doc)
+            name: prometheus_client.Counter(f"minedraft:{name}", doc, ["engine"])
             for name, doc in _COUNTERS.items()
         }
         self.gauges = {
-            name: prometheus_client.Gauge(f"minedraft:{name}", doc)
+            name: prometheus_client.Gauge(f"minedraft:{name}", doc, ["engine"])
             for name, doc in _GAUGES.items()
         }
         self.steps_by_depth = prometheus_client.Counter(
-            "minedraft:steps_by_depth", "Engine steps by the speculation depth they drafted at.", ["depth"])
-        self.since_last_log = MineDraftStats()
+            "minedraft:steps_by_depth", "Engine steps by the speculation depth they drafted at.", ["engine", "depth"])
+        self.since_last_log: dict[int, MineDraftStats] = {}
 
     @classmethod
     def get(cls) -> MineDraftMetrics:
@@ -57,30 +58,32 @@ class MineDraftMetrics:
             cls._instance = MineDraftMetrics()
         return cls._instance
 
-    def observe(self, stats: MineDraftStats) -> None:
+    def observe(self, stats: MineDraftStats, engine: int = 0) -> None:
+        label = str(engine)
         for name, counter in self.counters.items():
             if value := getattr(stats, name):  # every step: most counters stay at 0
-                counter.inc(value)
+                counter.labels(engine=label).inc(value)
         for name, gauge in self.gauges.items():
-            gauge.set(getattr(stats, name))
+            gauge.labels(engine=label).set(getattr(stats, name))
         for depth, steps in stats.steps_by_depth.items():
-            self.steps_by_depth.labels(depth=depth).inc(steps)
-        acc = self.since_last_log
+            self.steps_by_depth.labels(engine=label, depth=depth).inc(steps)
+        acc = self.since_last_log.setdefault(engine, MineDraftStats())
         for name in _COUNTERS:
             setattr(acc, name, getattr(acc, name) + getattr(stats, name))
 
     def log(self) -> None:
-        acc = self.since_last_log
-        if acc.empty:
-            return
-        steps = acc.parallel_steps + acc.fallback_steps
-        logger.info(
-            "MineDraft: parallel steps: %d/%d (%.1f%%), mean verify group: %.1f, "
-            "mean draft group: %.1f",
-            acc.parallel_steps,
-            steps,
-            100.0 * acc.parallel_steps / steps,
-            acc.verified_requests / steps,
-            acc.draft_only_requests / steps,
-        )
-        self.since_last_log = MineDraftStats()
+        for engine, acc in sorted(self.since_last_log.items()):
+            if acc.empty:
+                continue
+            steps = acc.parallel_steps + acc.fallback_steps
+            logger.info(
+                "MineDraft: parallel steps: %d/%d (%.1f%%), mean verify group: %.1f, "
+                "mean draft group: %.1f (engine %d)",
+                acc.parallel_steps,
+                steps,
+                100.0 * acc.parallel_steps / steps,
+                acc.verified_requests / steps,
+                acc.draft_only_requests / steps,
+                engine,
+            )
+        self.since_last_log = {}

@@ -18,13 +18,13 @@ from minedraft.monkeypatch.patching import Patch, takes
 
 def _wrap_record(original):
     @functools.wraps(original)
-    def record(self, scheduler_stats, *args, **kwargs):
+    def record(self, scheduler_stats, iteration_stats=None, mm_cache_stats=None, engine_idx=0, **kwargs):
         payload = detach(scheduler_stats) if scheduler_stats is not None else None
         if payload is not None:
             from minedraft.metrics.prometheus import MineDraftMetrics
 
-            MineDraftMetrics.get().observe(MineDraftStats.from_payload(payload))
-        return original(self, scheduler_stats, *args, **kwargs)
+            MineDraftMetrics.get().observe(MineDraftStats.from_payload(payload), engine_idx)
+        return original(self, scheduler_stats, iteration_stats, mm_cache_stats, engine_idx, **kwargs)
 
     return record
 

@@ -39,6 +39,10 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
         raise MineDraftConfigError(
             "MINEDRAFT_DRAFTER=process drafts one token per draft forward: drop parallel_drafting or the "
             "process drafter.")
+    if (engine_args.data_parallel_size or 1) > 1:
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process with data parallelism: every rank would start a draft engine on the one "
+            "drafter_device; use the in-process drafter (the default) with --data-parallel-size.")
     device = DrafterDevice.parse(settings.drafter_device)
     if device.kind == "cuda" and 0 in device.indices:
         raise MineDraftConfigError(

@@ -231,7 +231,7 @@ async def run_async(spec: dict) -> dict:
         rec["ended"] = True
 
     def parallel_steps() -> float:
-        return REGISTRY.get_sample_value("minedraft:parallel_steps_total") or 0.0
+        return REGISTRY.get_sample_value("minedraft:parallel_steps_total", {"engine": "0"}) or 0.0
 
     try:
         first = [asyncio.create_task(consume(i)) for i in range(N_ABORT)]

@@ -317,6 +317,30 @@ def test_eagle3_serves_exactly(target_answers, eagle3_run):
     assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0, m
 
 
+# --------------------------------------------------------------------------- data parallelism
+
+
+@pytest.fixture(scope="module")
+def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir) -> dict:
+    """Two data-parallel ranks (vLLM's front end balancing over two engine cores, each with
+    MineDraft's scheduler and worker): answers, metrics and the server log."""
+    with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True,
+                extra_args=("--data-parallel-size", "2")) as server:
+        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
+        metrics = server.wait_idle()
+        return {"completions": completions, "chats": chats, "metrics": metrics, "log": server.log.read_text()}
+
+
+def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
+    assert data_parallel_run["completions"] == target_answers["completions"]
+    assert data_parallel_run["chats"] == target_answers["chats"]
+    m = data_parallel_run["metrics"]
+    for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
+        assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
+        assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
+    assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
+
+
 # --------------------------------------------------------------------------- the `vllm` console script
 
 

@@ -14,8 +14,9 @@ def _config(device: str = "cpu", **changes) -> SimpleNamespace:
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(method="draft_model", model="draft", parallel_drafting=False,
                                            disable_padded_drafter_batch=False, draft_sample_method="greedy"),
-        parallel_config=SimpleNamespace(enable_dbo=False), device_config=SimpleNamespace(device_type=device),
-        attention_config=SimpleNamespace(backend=None), model_config=SimpleNamespace(is_hybrid=False))
+        parallel_config=SimpleNamespace(enable_dbo=False, data_parallel_size=1),
+        device_config=SimpleNamespace(device_type=device), attention_config=SimpleNamespace(backend=None),
+        model_config=SimpleNamespace(is_hybrid=False, is_moe=False))
     for path, value in changes.items():
         holder, name = path.split(".")
         setattr(getattr(config, holder), name, value)
@@ -26,6 +27,14 @@ def _config(device: str = "cpu", **changes) -> SimpleNamespace:
 @pytest.mark.parametrize("method", OVERLAP_METHODS)
 def test_the_methods_the_deferred_call_covers_overlap(method, device):
     assert stock_path_reason(_config(device, **{"speculative_config.method": method})) is None
+
+
+def test_data_parallelism_overlaps_on_a_dense_model_and_runs_stock_on_a_moe_one():
+    # A dense model's ranks are independent engines, each with MineDraft's scheduler and worker.
+    assert stock_path_reason(_config(**{"parallel_config.data_parallel_size": 2})) is None
+    said = stock_path_reason(_config(**{"parallel_config.data_parallel_size": 2, "model_config.is_moe": True}))
+    assert said is not None and said.startswith("data parallelism with a mixture-of-experts model")
+    assert stock_path_reason(_config(**{"model_config.is_moe": True})) is None
 
 
 def test_parallel_drafting_overlaps():  # PARD, P-EAGLE

@@ -13,12 +13,15 @@ def test_patch_metrics_takes_minedraft_stats_out_before_vllm_loggers():
 
     seen = []
     record = _wrap_record(lambda self, stats, *a, **k: seen.append(stats.kv_connector_stats))
-    before = MineDraftMetrics.get().counters["parallel_steps"]._value.get()
+    counter = MineDraftMetrics.get().counters["parallel_steps"]
+    before = {engine: counter.labels(engine=engine)._value.get() for engine in ("0", "1")}
     stats = SimpleNamespace(kv_connector_stats={PAYLOAD_KEY: MineDraftStats(parallel_steps=3).to_payload(),
                                                 "connector": 1})
-    record(None, stats, None)
+    record(None, stats, None, None, 1)  # data parallel rank 1's engine core
     assert seen == [{"connector": 1}]  # vLLM's loggers never see MineDraft's key
-    assert MineDraftMetrics.get().counters["parallel_steps"]._value.get() == before + 3
+    assert counter.labels(engine="1")._value.get() == before["1"] + 3
+    assert counter.labels(engine="0")._value.get() == before["0"]
 
     snapshot = _wrap_snapshot(lambda: [])()
-    assert any(m.name == "minedraft:parallel_steps" and m.value == before + 3 for m in snapshot)
+    assert any(m.name == "minedraft:parallel_steps" and m.labels == {"engine": "1"} and m.value == before["1"] + 3
+               for m in snapshot)

@@ -47,3 +47,10 @@ def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_
 def test_front_end_refuses_what_a_process_drafter_cannot_run(model_dir, minedraft, spec, message):
     with pytest.raises(MineDraftConfigError, match=message):
         _engine_args(model_dir, minedraft, **spec).create_engine_config()
+
+
+def test_front_end_refuses_a_process_drafter_under_data_parallelism(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"})
+    args.data_parallel_size = 2
+    with pytest.raises(MineDraftConfigError, match="with data parallelism: every rank would start a draft engine"):
+        args.create_engine_config()

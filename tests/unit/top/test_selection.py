@@ -37,7 +37,6 @@ def test_other_users_are_unaffected(model_dir):
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 2.5}}, "num_speculative_tokens"),
         ({"pipeline_parallel_size": 2}, "pipeline parallelism"),
-        ({"data_parallel_size": 2}, "data parallelism"),
     ],
 )
 def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
@@ -132,3 +131,13 @@ def test_a_tensor_parallel_target_drafts_in_process_on_the_serial_lane(caplog, g
     assert chosen.lane == lane and chosen.drafter == settings.drafter
     said = [r.getMessage() for r in caplog.records if "serial lane" in r.getMessage()]
     assert len(said) == (settings.lane != lane), said
+
+
+def test_data_parallelism_of_a_dense_model_runs_minedraft_on_every_rank(model_dir):
+    """vLLM runs a dense model's data-parallel ranks as independent engine cores: each gets the
+    config with MineDraft's scheduler and worker (tests/e2e/test_served.py serves DP 2)."""
+    config = engine_args(model_dir, scheduler_cls="minedraft", data_parallel_size=2).create_engine_config()
+    assert config.parallel_config.data_parallel_size == 2
+    assert config.scheduler_config.get_scheduler_cls() is MineDraftScheduler
+    assert config.parallel_config.worker_cls == registry.CPU_WORKER_QUALNAME
+    assert MineDraftSettings.of(config).mode != "stock"
