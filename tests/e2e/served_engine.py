@@ -29,6 +29,7 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n"
     "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
 )
+SERVER_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1"}
 MINEDRAFT_COUNTERS = ("parallel_steps", "fallback_steps", "verified_requests", "draft_only_requests")
 MINEDRAFT_GAUGES = ("verify_group_size", "draft_group_size", "parallel_mode_allowed")
 
@@ -69,13 +70,9 @@ def served(name: str, kit, chat_template: Path, log_dir: Path, minedraft: bool,
            speculation: Speculation | None = None) -> Iterator[Server]:
     """The kit's target alone, or MineDraft pinned to parallel mode (k = 3, the perturbed draft unless
     ``speculation`` says otherwise; ``settings``: more MineDraft settings, e.g. the process drafter)."""
-    mode = "minedraft_parallel" if minedraft else "no_sd"
-    speculation = speculation or Speculation(str(kit.draft_perturbed), K)
-    engine = engine_kwargs(mode, str(kit.target), speculation if minedraft else None,
-                           max_model_len=1024, minedraft=settings)
-    env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1"}
     args = ("--served-model-name", MODEL_NAME, "--chat-template", str(chat_template), *extra_args)
-    started = launch_server.start(name, engine, log_dir, env=env, extra_args=args)
+    started = launch_server.start(name, _engine(kit, minedraft, settings, speculation), log_dir, env=SERVER_ENV,
+                                  extra_args=args)
     server = Server(started.name, started.proc, started.port, started.log)
     try:
         try:
@@ -85,3 +82,22 @@ def served(name: str, kit, chat_template: Path, log_dir: Path, minedraft: bool,
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def headless(name: str, kit, log_dir: Path, extra_args: tuple[str, ...]) -> Iterator[launch_server.Server]:
+    """vLLM's headless engine cores (``--headless``: data-parallel ranks of another host's front end),
+    MineDraft pinned to parallel mode as in :func:`served`; stopped on exit."""
+    started = launch_server.start(name, _engine(kit, True, None, None), log_dir, env=SERVER_ENV,
+                                  extra_args=("--headless", *extra_args))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _engine(kit, minedraft: bool, settings: dict | None, speculation: Speculation | None) -> dict:
+    mode = "minedraft_parallel" if minedraft else "no_sd"
+    speculation = speculation or Speculation(str(kit.draft_perturbed), K)
+    return engine_kwargs(mode, str(kit.target), speculation if minedraft else None, max_model_len=1024,
+                         minedraft=settings)

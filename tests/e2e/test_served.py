@@ -41,10 +41,12 @@ from served_engine import (  # the servers, shared with the soak test
     MODEL_NAME,
     REQUEST_TIMEOUT_S,
     Server,
+    headless,
     served,
 )
 
 from harness.engine_args import Speculation
+from harness.server import free_port
 from modelkit import build_kit
 
 # --------------------------------------------------------------------------- workload
@@ -339,6 +341,26 @@ def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answe
         assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
         assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
+
+
+@pytest.fixture(scope="module")
+def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir) -> dict:
+    """Multi-node data parallelism as vLLM starts it, on one host: a front end with one local rank
+    and a second process holding rank 1 (``--headless --data-parallel-start-rank 1``)."""
+    layout = ("--data-parallel-size", "2", "--data-parallel-size-local", "1", "--data-parallel-address", "127.0.0.1",
+              "--data-parallel-rpc-port", str(free_port()))
+    with headless("minedraft-headless-rank1", kit, log_dir, (*layout, "--data-parallel-start-rank", "1")), \
+            served("minedraft-head", kit, chat_template, log_dir, minedraft=True, extra_args=layout) as server:
+        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
+        return {"completions": completions, "chats": chats, "metrics": server.wait_idle()}
+
+
+def test_a_headless_rank_serves_exactly_with_parallel_steps(target_answers, headless_run):
+    assert headless_run["completions"] == target_answers["completions"]
+    assert headless_run["chats"] == target_answers["chats"]
+    m = headless_run["metrics"]
+    assert m.get("minedraft:parallel_steps_total{engine=1}", 0) > 0, m  # the headless process's rank
+    assert m.get("minedraft:parallel_steps_total{engine=0}", 0) > 0, m
 
 
 # --------------------------------------------------------------------------- the `vllm` console script
