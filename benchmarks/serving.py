@@ -116,6 +116,7 @@ class Config:
     warmup_prompts: int
     draft: str = "draft_perturbed"
     minedraft_settings: tuple[tuple[str, str], ...] = ()  # every MineDraft server's
+    data_parallel_size: int = 1  # every server's (vLLM's --data-parallel-size)
 
     @property
     def dtype(self) -> str:
@@ -146,8 +147,9 @@ def server_env(cfg: Config) -> dict[str, str]:
 
 
 def start_server(mode: Mode, cfg: Config, kit, log_dir: Path) -> Server:
+    data_parallel = ("--data-parallel-size", str(cfg.data_parallel_size)) if cfg.data_parallel_size > 1 else ()
     return launch_server.start(mode.name, server_engine(mode, cfg, kit), log_dir, env=server_env(cfg),
-                               extra_args=("--served-model-name", MODEL_NAME))
+                               extra_args=("--served-model-name", MODEL_NAME, *data_parallel))
 
 
 @contextlib.contextmanager
@@ -533,6 +535,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="mean output lengths, one scenario set each")
     p.add_argument("--range-ratio", type=float, default=0.9, help="lengths uniform in mean x (1 -+ this)")
     p.add_argument("--k", type=int, default=3, help="num_speculative_tokens")
+    p.add_argument("--data-parallel-size", type=int, default=1, help="every server's data-parallel ranks")
     p.add_argument("--draft", choices=DRAFTS, default="draft_perturbed", help="the kit's drafter (eagle3: its head)")
     p.add_argument("--minedraft-settings", type=json.loads, default={},
                    help='more settings of every MineDraft server, e.g. \'{"speculation_depth": "fixed"}\'')
@@ -557,6 +560,7 @@ def make_config(args: argparse.Namespace) -> Config:
         input_len=args.input_len, output_lens=tuple(args.output_len), range_ratio=args.range_ratio, k=args.k,
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
         draft=args.draft, minedraft_settings=tuple(sorted(args.minedraft_settings.items())),
+        data_parallel_size=args.data_parallel_size,
     )
 
 
@@ -578,7 +582,8 @@ def measure(cfg: Config) -> dict:
         "device": device_description(cfg.device),
         "workload": (f"vllm bench serve, random dataset, {cfg.num_prompts} requests per run, input {lo}-{hi} "
                      f"tokens, output {outs} tokens (ignore_eos, greedy), k={cfg.k}, {cfg.dtype}, drafter "
-                     f"{cfg.draft}" + "".join(f", {k}={v}" for k, v in cfg.minedraft_settings)),
+                     f"{cfg.draft}" + "".join(f", {k}={v}" for k, v in cfg.minedraft_settings)
+                     + (f", data parallel {cfg.data_parallel_size}" if cfg.data_parallel_size > 1 else "")),
         "slo": {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms},
         "config": {**cfg.__dict__, "rates": [format_rate(r) for r in cfg.rates], "modes": list(cfg.modes)},
         "total_seconds": round(time.monotonic() - start, 1),
