@@ -36,7 +36,8 @@ def test_other_users_are_unaffected(model_dir):
         ({"speculative_config": None}, "needs speculative decoding"),
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
         ({"speculative_config": {"method": "ngram", "num_speculative_tokens": 2.5}}, "num_speculative_tokens"),
-        ({"pipeline_parallel_size": 2}, "pipeline parallelism"),
+        # vLLM 0.32 dies at start-up with PP and any speculative method (measured: n-gram, draft model).
+        ({"pipeline_parallel_size": 2}, "pipeline parallelism with speculative decoding: vLLM 0.32 fails"),
     ],
 )
 def test_bad_configs_get_one_line_before_model_load(model_dir, kwargs, message):
