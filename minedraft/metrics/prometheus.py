@@ -61,8 +61,9 @@ class MineDraftMetrics:
     def observe(self, stats: MineDraftStats, engine: int = 0) -> None:
         label = str(engine)
         for name, counter in self.counters.items():
-            if value := getattr(stats, name):  # every step: most counters stay at 0
-                counter.labels(engine=label).inc(value)
+            series = counter.labels(engine=label)  # exported from the first step on, at 0 until counted
+            if value := getattr(stats, name):
+                series.inc(value)
         for name, gauge in self.gauges.items():
             gauge.labels(engine=label).set(getattr(stats, name))
         for depth, steps in stats.steps_by_depth.items():

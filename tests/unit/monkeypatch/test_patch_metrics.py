@@ -25,3 +25,14 @@ def test_patch_metrics_takes_minedraft_stats_out_before_vllm_loggers():
     snapshot = _wrap_snapshot(lambda: [])()
     assert any(m.name == "minedraft:parallel_steps" and m.labels == {"engine": "1"} and m.value == before["1"] + 3
                for m in snapshot)
+
+
+def test_every_counter_of_an_engine_is_exported_from_its_first_step():
+    """A counter never incremented (late_drafts) is still a series at 0, as it was before the engine label."""
+    from minedraft.metrics.prometheus import MineDraftMetrics
+    from minedraft.metrics.stats import MineDraftStats
+    from minedraft.monkeypatch.patch_metrics import _wrap_snapshot
+
+    MineDraftMetrics.get().observe(MineDraftStats(parallel_steps=1), 7)
+    snapshot = _wrap_snapshot(lambda: [])()
+    assert any(m.name == "minedraft:late_drafts" and m.labels == {"engine": "7"} and m.value == 0 for m in snapshot)
