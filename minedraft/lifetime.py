@@ -10,6 +10,13 @@ the whole tree with it, level by level (in about 2 s here). vLLM 0.32.0's
 engine core and workers otherwise outlive a SIGKILLed front end (measured:
 still running a minute later).
 
+``minedraft serve`` goes further: every process started from the launcher (vLLM's API servers,
+its data-parallel coordinator, engine cores and their workers, whatever MineDraft is told)
+ends with its parent, through :func:`launched_processes_end_with_their_parent` for forked
+ones and :func:`end_spawned_process_with_parent` for spawned ones. With data parallelism
+vLLM 0.32.0 starts an API server per rank and a coordinator beside the engine cores; after a
+SIGKILL to the launcher those kept the port and ran on (measured: a minute later, 2026-11-27).
+
 Why not ``PR_SET_PDEATHSIG``: the kernel sends it when the parent *thread*
 that started the process exits (a front end that builds its ``LLM`` in a
 short-lived thread would lose its engine), and the earlier SIGTERM variant
@@ -24,6 +31,7 @@ import multiprocessing
 import os
 import select
 import signal
+import sys
 import threading
 import time
 
@@ -42,6 +50,23 @@ def end_with_vllm_parent() -> threading.Thread | None:
     if parent is None or parent.pid is None or not me.name.startswith(VLLM_PROCESS_NAMES):
         return None
     return end_with_parent(parent.pid, me.name)
+
+
+def launched_processes_end_with_their_parent() -> None:
+    """In a launcher: each process forked from it (and from those) ends with its parent."""
+    os.register_at_fork(after_in_child=_end_forked_process_with_parent)
+
+
+def end_spawned_process_with_parent() -> None:
+    """Called where the launcher's main module is imported: in a process that multiprocessing's
+    spawn is preparing from it (``__mp_main__``: vLLM's API servers, coordinator, engine cores and
+    workers of ``minedraft serve``), it ends with its parent; in the launcher itself, nothing."""
+    if "__mp_main__" in sys.modules:
+        end_with_parent(os.getppid(), multiprocessing.current_process().name)
+
+
+def _end_forked_process_with_parent() -> None:
+    end_with_parent(os.getppid(), "a forked process")
 
 
 def end_with_parent(parent_pid: int, what: str) -> threading.Thread:

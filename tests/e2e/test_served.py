@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 from openai import OpenAI
@@ -101,13 +102,21 @@ def _chat(client: OpenAI, req: dict) -> dict:
             "finish_reason": c["finish_reason"], "completion_tokens": r.usage.completion_tokens}
 
 
-def run_concurrently(server: Server, completions: list[dict], chats: list[dict]) -> tuple[list, list]:
-    """All requests in flight at once, each on its own thread."""
-    client = server.client()
-    with ThreadPoolExecutor(max_workers=len(completions) + len(chats)) as pool:
+def answers(server: Server) -> dict:
+    """The served workload, every request in flight at once on its own thread:
+    ``{"completions": [...], "chats": [...]}``."""
+    client, completions = server.client(), completion_workload()
+    with ThreadPoolExecutor(max_workers=len(completions) + len(CHAT_WORKLOAD)) as pool:
         fc = [pool.submit(_completion, client, r) for r in completions]
-        fh = [pool.submit(_chat, client, r) for r in chats]
-        return [f.result() for f in fc], [f.result() for f in fh]
+        fh = [pool.submit(_chat, client, r) for r in CHAT_WORKLOAD]
+        return {"completions": [f.result() for f in fc], "chats": [f.result() for f in fh]}
+
+
+def assert_same_answers(got: dict, want: dict) -> None:
+    """Every completion and chat completion identical to the target alone's (text, token ids, finish)."""
+    for kind in ("completions", "chats"):
+        mismatched = [i for i, (g, w) in enumerate(zip(got[kind], want[kind], strict=True)) if g != w]
+        assert not mismatched, (kind, [(i, got[kind][i], want[kind][i]) for i in mismatched])
 
 
 def stream_and_hang_up(server: Server, prompt, chunks: int = STREAM_CHUNKS_READ) -> int:
@@ -161,9 +170,7 @@ def log_dir(tmp_path_factory) -> Path:
 def target_answers(kit, chat_template, log_dir) -> dict:
     """The target alone: every answer the MineDraft server will be compared with; stopped on return."""
     with served("target", kit, chat_template, log_dir, minedraft=False) as server:
-        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
-        probe = _completion(server.client(), PROBE)
-    return {"completions": completions, "chats": chats, "probe": probe}
+        return {**answers(server), "probe": _completion(server.client(), PROBE)}
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +182,7 @@ def minedraft_server(target_answers, kit, chat_template, log_dir) -> Iterator[Se
 
 @pytest.fixture(scope="module")
 def minedraft_answers(minedraft_server) -> dict:
-    completions, chats = run_concurrently(minedraft_server, completion_workload(), CHAT_WORKLOAD)
-    return {"completions": completions, "chats": chats}
+    return answers(minedraft_server)
 
 
 # --------------------------------------------------------------------------- tests
@@ -189,16 +195,8 @@ def test_target_answers_are_full_length(target_answers):
         assert ans["token_ids"] is not None and len(ans["token_ids"]) == req["max_tokens"]
 
 
-def test_concurrent_completions_match_target(target_answers, minedraft_answers):
-    got, want = minedraft_answers["completions"], target_answers["completions"]
-    mismatched = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    assert not mismatched, [(i, got[i], want[i]) for i in mismatched]
-
-
-def test_concurrent_chat_completions_match_target(target_answers, minedraft_answers):
-    got, want = minedraft_answers["chats"], target_answers["chats"]
-    mismatched = [i for i, (g, w) in enumerate(zip(got, want)) if g != w]
-    assert not mismatched, [(i, got[i], want[i]) for i in mismatched]
+def test_concurrent_completions_and_chats_match_target(target_answers, minedraft_answers):
+    assert_same_answers(minedraft_answers, target_answers)
 
 
 def test_metrics_endpoint_exports_minedraft_metrics(minedraft_server, minedraft_answers):
@@ -269,27 +267,26 @@ def test_disconnected_streams_do_not_break_the_server(target_answers, minedraft_
 
 DRAFTER_UP = re.compile(r"MineDraft draft engine up on cpu:1 in [0-9.]+ s \(pid (\d+),")
 GONE_WITHIN_S = 120
+GONE_WITHIN_S_AFTER_KILL = 5  # processes of a server whose launcher has exited or was SIGKILLed
+RANK_DEATH_TIMEOUT_S = 120  # the launcher's exit after a rank died: about 8 s here
 
 
 @pytest.fixture(scope="module")
 def process_drafter_run(target_answers, minedraft_answers, kit, chat_template, log_dir) -> dict:
     """A server whose draft model runs as its own engine on core 1: its answers and metrics, then
     SIGTERM to the front end alone (not its process group): does the draft engine go too?"""
-    import psutil
-
     settings = {"drafter": "process", "drafter_device": "cpu:1"}
     with served("minedraft-process", kit, chat_template, log_dir, minedraft=True, settings=settings) as server:
-        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
+        served_answers = answers(server)
         metrics = server.metrics()
         drafter = psutil.Process(int(DRAFTER_UP.search(server.log.read_text()).group(1)))
         server.proc.send_signal(signal.SIGTERM)
         _, alive = psutil.wait_procs([drafter], timeout=GONE_WITHIN_S)
-    return {"completions": completions, "chats": chats, "metrics": metrics, "drafter_alive": bool(alive)}
+    return {**served_answers, "metrics": metrics, "drafter_alive": bool(alive)}
 
 
 def test_process_drafter_serves_exactly(target_answers, process_drafter_run):
-    assert process_drafter_run["completions"] == target_answers["completions"]
-    assert process_drafter_run["chats"] == target_answers["chats"]
+    assert_same_answers(process_drafter_run, target_answers)
     m = process_drafter_run["metrics"]
     assert m["minedraft:parallel_steps_total"] > 0 and m["minedraft:draft_only_requests_total"] > 0, m
     assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0 and m["minedraft:late_drafts_total"] == 0, m
@@ -307,13 +304,11 @@ def eagle3_run(target_answers, process_drafter_run, kit, chat_template, log_dir)
     """A server drafting with the kit's EAGLE-3 head (``method: eagle3``): answers and metrics."""
     speculation = Speculation(str(kit.eagle3), 3, "eagle3")
     with served("minedraft-eagle3", kit, chat_template, log_dir, minedraft=True, speculation=speculation) as server:
-        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
-        return {"completions": completions, "chats": chats, "metrics": server.metrics()}
+        return {**answers(server), "metrics": server.metrics()}
 
 
 def test_eagle3_serves_exactly(target_answers, eagle3_run):
-    assert eagle3_run["completions"] == target_answers["completions"]
-    assert eagle3_run["chats"] == target_answers["chats"]
+    assert_same_answers(eagle3_run, target_answers)
     m = eagle3_run["metrics"]
     assert m["minedraft:parallel_steps_total"] > 0 and m["minedraft:draft_only_requests_total"] > 0, m
     assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0, m
@@ -325,17 +320,51 @@ def test_eagle3_serves_exactly(target_answers, eagle3_run):
 @pytest.fixture(scope="module")
 def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir) -> dict:
     """Two data-parallel ranks (vLLM's front end balancing over two engine cores, each with
-    MineDraft's scheduler and worker): answers, metrics and the server log."""
+    MineDraft's scheduler and worker): answers, metrics and the server log; then rank 1's engine
+    core is SIGKILLed."""
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True,
                 extra_args=("--data-parallel-size", "2")) as server:
-        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
-        metrics = server.wait_idle()
-        return {"completions": completions, "chats": chats, "metrics": metrics, "log": server.log.read_text()}
+        run = {**answers(server), "metrics": server.wait_idle(), "log": server.log.read_text()}
+        return {**run, "rank_killed": kill_a_rank(server, rank=1)}
+
+
+def kill_a_rank(server: Server, rank: int) -> dict:
+    """SIGKILL one rank's engine core: how the server ended, and what of its processes was left."""
+    family = psutil.Process(server.proc.pid).children(recursive=True)
+    core = next(p for p in family if f"EngineCore_DP{rank}" in " ".join(p.cmdline()))
+    core.kill()
+    started = time.monotonic()
+    try:
+        code = server.proc.wait(timeout=RANK_DEATH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        code = None  # still serving
+    return {"exit_code": code, "ended_s": time.monotonic() - started, "left": left_running(family)}
+
+
+def kill_the_front_end(server: Server) -> dict:
+    """SIGKILL the launcher alone (not its group): what of its processes is left after a few seconds."""
+    family = psutil.Process(server.proc.pid).children(recursive=True)
+    server.proc.kill()
+    server.proc.wait()
+    return {"family": [(p.pid, p.name()) for p in family], "left": left_running(family)}
+
+
+def left_running(processes: list) -> list[tuple[int, str]]:
+    """Those of ``processes`` still running ``GONE_WITHIN_S_AFTER_KILL`` s from now (a zombie that
+    no init has reaped yet is not running)."""
+    _, alive = psutil.wait_procs(processes, timeout=GONE_WITHIN_S_AFTER_KILL)
+    running = []
+    for p in alive:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                running.append((p.pid, p.name()))
+        except psutil.NoSuchProcess:
+            pass
+    return running
 
 
 def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
-    assert data_parallel_run["completions"] == target_answers["completions"]
-    assert data_parallel_run["chats"] == target_answers["chats"]
+    assert_same_answers(data_parallel_run, target_answers)
     m = data_parallel_run["metrics"]
     for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
         assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
@@ -343,24 +372,42 @@ def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answe
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
 
+def test_a_killed_rank_ends_the_server_as_in_stock_vllm(data_parallel_run):
+    """Stock vLLM 0.32 (measured 2026-11-27, DP 2 on CPU): the launcher sees the engine core die, shuts
+    everything down and exits with code 1 (about 8 s here); no process of the server is left."""
+    ended = data_parallel_run["rank_killed"]
+    assert ended["exit_code"] not in (None, 0), ended
+    assert not ended["left"], ended
+
+
 @pytest.fixture(scope="module")
 def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir) -> dict:
     """Multi-node data parallelism as vLLM starts it, on one host: a front end with one local rank
-    and a second process holding rank 1 (``--headless --data-parallel-start-rank 1``)."""
+    and a second process holding rank 1 (``--headless --data-parallel-start-rank 1``); then the
+    front end is SIGKILLed."""
     layout = ("--data-parallel-size", "2", "--data-parallel-size-local", "1", "--data-parallel-address", "127.0.0.1",
               "--data-parallel-rpc-port", str(free_port()))
     with headless("minedraft-headless-rank1", kit, log_dir, (*layout, "--data-parallel-start-rank", "1")), \
             served("minedraft-head", kit, chat_template, log_dir, minedraft=True, extra_args=layout) as server:
-        completions, chats = run_concurrently(server, completion_workload(), CHAT_WORKLOAD)
-        return {"completions": completions, "chats": chats, "metrics": server.wait_idle()}
+        run = {**answers(server), "metrics": server.wait_idle()}
+        return {**run, "front_end_killed": kill_the_front_end(server)}
 
 
 def test_a_headless_rank_serves_exactly_with_parallel_steps(target_answers, headless_run):
-    assert headless_run["completions"] == target_answers["completions"]
-    assert headless_run["chats"] == target_answers["chats"]
+    assert_same_answers(headless_run, target_answers)
     m = headless_run["metrics"]
     assert m.get("minedraft:parallel_steps_total{engine=1}", 0) > 0, m  # the headless process's rank
     assert m.get("minedraft:parallel_steps_total{engine=0}", 0) > 0, m
+
+
+def test_a_killed_front_end_takes_its_processes_with_it(headless_run):
+    """SIGKILL to ``minedraft serve`` alone: its API server, the data-parallel coordinator, its engine
+    core and worker all end with their parents (minedraft/lifetime.py). Stock vLLM 0.32 left all of
+    them running, the API servers holding the port (measured a minute later, 2026-11-27)."""
+    killed = headless_run["front_end_killed"]
+    names = " ".join(name for _, name in killed["family"])
+    assert "DPCoordinator" in names and "APIServer" in names and "EngineCor" in names, killed
+    assert not killed["left"], killed
 
 
 # --------------------------------------------------------------------------- the `vllm` console script

@@ -88,3 +88,47 @@ def test_only_vllm_engine_core_and_worker_processes_watch_their_parent(monkeypat
         lifetime.end_with_vllm_parent()
         assert bool(started) == expected, name
         assert not started or started[0] == (os.getppid(), name)
+
+
+LAUNCHER = textwrap.dedent("""
+    import multiprocessing, sys, threading
+    from minedraft import lifetime
+    lifetime.end_spawned_process_with_parent()  # as minedraft/cli.py does at import
+
+    def run(ready):
+        ready.put(multiprocessing.current_process().name)
+        threading.Event().wait()  # blocks forever: only its watcher can end it
+
+    if __name__ == "__main__":
+        lifetime.launched_processes_end_with_their_parent()
+        ready = multiprocessing.get_context("spawn").Queue()
+        children = [multiprocessing.get_context(how).Process(target=run, args=(ready,), name=f"{how}ed")
+                    for how in ("spawn", "fork")]
+        for child in children:
+            child.start()
+        assert sorted(ready.get(timeout=120) for _ in children) == ["forked", "spawned"]
+        print(*(child.pid for child in children), flush=True)
+        threading.Event().wait()
+""")
+
+
+def test_processes_spawned_or_forked_from_a_launcher_end_with_it(tmp_path):
+    """``minedraft serve``'s hooks (minedraft/cli.py): a spawned child, prepared from the launcher's
+    main module, and a forked one both go when the launcher is SIGKILLed; the launcher itself does
+    not watch its own parent (the test)."""
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, cwd=tmp_path)
+    try:
+        children = [psutil.Process(int(pid)) for pid in launcher.stdout.readline().split()]
+        assert len(children) == 2 and all(c.ppid() == launcher.pid for c in children), launcher.stderr.read()
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait()
+        _, alive = psutil.wait_procs(children, timeout=GONE_WITHIN_S)
+        assert not alive
+        said = launcher.stderr.read()
+        assert "of spawned (pid" in said and "of a forked process (pid" in said, said
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
