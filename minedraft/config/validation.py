@@ -22,8 +22,8 @@ __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_con
 
 logger = get_logger(__name__)
 
-# The overlapped methods whose drafter is a model in the target's worker (n-gram runs none).
-MODEL_METHODS = tuple(method for method in OVERLAP_METHODS if method != "ngram")
+# The overlapped methods whose drafter is a model in the target's worker (n-gram and suffix run none).
+MODEL_METHODS = tuple(method for method in OVERLAP_METHODS if method not in ("ngram", "suffix"))
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:

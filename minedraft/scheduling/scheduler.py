@@ -116,16 +116,14 @@ class MineDraftScheduler(Scheduler):
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
         spec = self.vllm_config.speculative_config
-        if spec is not None and spec.parallel_drafting and self.settings.mode == "auto":
-            # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
-            # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
-            # the worker (P-EAGLE on CPU). Speculation stays at K; the mode policy still chooses.
+        fixed = _fixed_depth_drafter(spec)
+        if fixed is not None and self.settings.mode == "auto":
             if has_table:
-                logger.info("MineDraft auto: num_speculative_tokens_per_batch_size chooses the depth of parallel "
-                            "drafting, as in vLLM (the depth controller is off).")
+                logger.info("MineDraft auto: num_speculative_tokens_per_batch_size chooses the depth of %s, as in "
+                            "vLLM (the depth controller is off).", fixed)
             else:
-                logger.info("MineDraft auto: parallel drafting runs at num_speculative_tokens=%d (the depth "
-                            "controller is off: vLLM's parallel drafter drafts only K).", self.num_spec_tokens)
+                logger.info("MineDraft auto: %s runs at num_speculative_tokens=%d (the depth controller is off: "
+                            "vLLM's drafter there drafts only K).", fixed, self.num_spec_tokens)
             return None
         if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
             if has_table and self.settings.mode == "auto":
@@ -315,3 +313,16 @@ class MineDraftScheduler(Scheduler):
         self.minedraft_stats = MineDraftStats()
         return stats
 
+
+def _fixed_depth_drafter(spec) -> str | None:
+    """The drafter that vLLM runs only at depth K, named; None where any depth 0..K runs."""
+    if spec is None:
+        return None
+    if spec.parallel_drafting:
+        # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
+        # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
+        # the worker (P-EAGLE on CPU). Speculation stays at K; the mode policy still chooses.
+        return "parallel drafting"
+    if spec.method == "suffix":
+        return "suffix decoding"  # SuffixDecodingProposer.propose asserts its depth is K
+    return None

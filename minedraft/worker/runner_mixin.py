@@ -59,6 +59,7 @@ from minedraft.worker.lanes import Lane
 from minedraft.worker.plain_sampling import samples_as_target_alone
 from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
 from minedraft.worker.step_profile import StepProfiler
+from minedraft.worker.suffix_batch import with_batch_view
 
 logger = get_logger(__name__)
 
@@ -279,6 +280,8 @@ class MineDraftRunnerMixin:
                                                  spec_decode_metadata.draft_token_ids)
 
     def _propose(self, args: tuple, kwargs: dict):
+        if self.speculative_config.method == "suffix":  # it reads the runner's batch itself (suffix_batch.py)
+            args, kwargs = with_batch_view(args, kwargs, self.input_batch, self.requests.keys())
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)
         if self._defer_this_step:
             self._captured_job = self.draft_source.prepare(call)
@@ -287,7 +290,7 @@ class MineDraftRunnerMixin:
         else:
             return self.draft_source.draft_now(call)
         num_reqs = self.input_batch.num_reqs
-        if self.speculative_config.method in ("ngram", "custom_class"):  # vLLM's runner takes lists from these
+        if self.speculative_config.method in ("ngram", "suffix", "custom_class"):  # vLLM's runner takes lists
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
 

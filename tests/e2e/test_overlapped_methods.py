@@ -1,8 +1,11 @@
-"""MTP and parallel drafting (PARD, P-EAGLE) through MineDraft's overlap: exact, drafting as stock SD does.
+"""MTP, parallel drafting (PARD, P-EAGLE) and suffix decoding through MineDraft's overlap: exact,
+drafting as stock SD does.
 
 These methods run vLLM's EAGLE-family and draft-model proposers, whose ``propose`` call the deferred job
-carries one step later (minedraft/config/stock_path.py). On the 24-request mix (method_runs.py), with
-the kit's checkpoints (modelkit/method_checkpoints.py): MineDraft pinned to parallel steps and its
+carries one step later (minedraft/config/stock_path.py), and vLLM's suffix proposer, whose call carries a
+view of its step's batch (minedraft/worker/suffix_batch.py; arctic-inference, the ``suffix`` extra). On
+the 24-request mix (method_runs.py), with the kit's checkpoints (modelkit/method_checkpoints.py; suffix
+decoding needs none): MineDraft pinned to parallel steps and its
 default ``auto`` give the target alone's greedy output; the pinned run ran parallel steps; and it
 accepted as many drafts as stock SD with the same config (within a tenth: batches differ, so float
 rounding may move a tie), which a deferred call that fed the drafter stale or foreign inputs would not.
@@ -15,7 +18,7 @@ import pytest
 from tests.e2e.method_runs import mismatched, run_spec
 
 # name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
-CASES = {"mtp": 2, "pard": 3, "peagle": 3}
+CASES = {"mtp": 2, "pard": 3, "peagle": 3, "suffix": 3}
 MODES = ("stock_sd", "minedraft_parallel", "minedraft_auto")
 ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
 
@@ -23,8 +26,12 @@ ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
 @pytest.fixture(scope="module", params=list(CASES))
 def method_runs(request, method_checkpoints, targets_alone):
     name = request.param
-    target = method_checkpoints.target_for(name)
-    spec = method_checkpoints.speculative_config(name, CASES[name])
+    if name == "suffix":
+        pytest.importorskip("arctic_inference.suffix_decoding", reason="the suffix extra (make setup installs it)")
+        target, spec = method_checkpoints.target, {"method": "suffix", "num_speculative_tokens": CASES[name]}
+    else:
+        target = method_checkpoints.target_for(name)
+        spec = method_checkpoints.speculative_config(name, CASES[name])
     return name, targets_alone(target), {mode: run_spec(mode, target, spec) for mode in MODES}
 
 

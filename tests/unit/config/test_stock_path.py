@@ -49,6 +49,10 @@ def test_probabilistic_drafts_overlap_except_from_the_process_drafter():
     assert said is not None and said.startswith("draft_sample_method 'probabilistic': the process drafter")
 
 
+def test_suffix_decoding_overlaps():  # through a view of its step's batch (worker/suffix_batch.py)
+    assert stock_path_reason(_config(**{"speculative_config.method": "suffix"})) is None
+
+
 def test_the_process_drafter_overlaps():
     config = _config(**{"speculative_config.method": "custom_class", "speculative_config.model": PROPOSER_QUALNAME})
     assert stock_path_reason(config) is None
@@ -56,7 +60,6 @@ def test_the_process_drafter_overlaps():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"speculative_config.method": "medusa"}, "speculative method 'medusa'"),
-    ({"speculative_config.method": "suffix"}, "speculative method 'suffix'"),
     ({"speculative_config.method": "dflash"}, "speculative method 'dflash'"),
     ({"speculative_config.method": "custom_class", "speculative_config.model": "my.Proposer"},
      "speculative method 'custom_class'"),

@@ -4,6 +4,7 @@ through it on vLLM's own KV manager with a fake clock."""
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +14,7 @@ from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
 from minedraft.scheduling.mode_policy import ModePolicy
-from minedraft.scheduling.scheduler import MineDraftScheduler
+from minedraft.scheduling.scheduler import MineDraftScheduler, _fixed_depth_drafter
 
 
 def _decodes(sched):
@@ -200,6 +201,17 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
     assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
     assert sched.schedule().num_spec_tokens_to_schedule == 3
+
+
+@pytest.mark.parametrize(("method", "parallel_drafting", "fixed"), [
+    ("draft_model", True, "parallel drafting"),  # PARD
+    ("eagle3", True, "parallel drafting"),  # P-EAGLE
+    ("suffix", False, "suffix decoding"),  # its proposer asserts depth == K
+    ("draft_model", False, None), ("eagle3", False, None), ("ngram", False, None), ("mtp", False, None),
+])
+def test_drafters_vllm_runs_only_at_depth_k_keep_the_controller_off(method, parallel_drafting, fixed):
+    spec = SimpleNamespace(method=method, parallel_drafting=parallel_drafting)
+    assert _fixed_depth_drafter(spec) == fixed
 
 
 def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
