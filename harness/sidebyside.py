@@ -32,15 +32,16 @@ def workload(seed: int, num_requests: int, vocab: int):
 
 def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft: dict | None = None,
                           method: str = "draft_model", speculation_extra: dict | None = None,
-                          tensor_parallel_size: int = 1) -> dict:
+                          tensor_parallel_size: int = 1, engine_extra: dict | None = None) -> dict:
     """Chunked prefill (128 tokens), prefix caching and a 48-block KV cache that forces preemption;
-    ``tensor_parallel_size`` > 1: vLLM's multiprocessing executor, a worker process per rank."""
+    ``tensor_parallel_size`` > 1: vLLM's multiprocessing executor, a worker process per rank;
+    ``engine_extra``: other engine arguments, over these (e.g. a KV connector)."""
     speculation = Speculation(draft, k, method, extra=speculation_extra or {})
     parallel = ({} if tensor_parallel_size == 1 else
                 {"tensor_parallel_size": tensor_parallel_size, "distributed_executor_backend": "mp"})
-    return engine_kwargs(mode, target, speculation, minedraft=minedraft, max_model_len=1024,
-                         enable_chunked_prefill=True, max_num_batched_tokens=128, enable_prefix_caching=True,
-                         num_gpu_blocks_override=48, **parallel)
+    engine = {"max_model_len": 1024, "enable_chunked_prefill": True, "max_num_batched_tokens": 128,
+              "enable_prefix_caching": True, "num_gpu_blocks_override": 48, **parallel, **(engine_extra or {})}
+    return engine_kwargs(mode, target, speculation, minedraft=minedraft, **engine)
 
 
 def make_handler(spec: dict):
@@ -49,7 +50,7 @@ def make_handler(spec: dict):
     worker = {"worker_cls": spec["worker_cls"]} if spec.get("worker_cls") else {}
     llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
                                       spec.get("method", "draft_model"), spec.get("speculation_extra"),
-                                      spec.get("tensor_parallel_size", 1)), **worker)
+                                      spec.get("tensor_parallel_size", 1), spec.get("engine_extra")), **worker)
     reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
     params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
 
@@ -104,12 +105,14 @@ CHILD = ["-m", "harness.sidebyside"]  # the child process that runs one mode
 
 def mode_spec(mode: str, target: str, draft: str, k: int = 3, num_requests: int = 48, seed: int = 0,
               minedraft: dict | None = None, method: str = "draft_model", worker_cls: str | None = None,
-              speculation_extra: dict | None = None, tensor_parallel_size: int = 1) -> dict:
+              speculation_extra: dict | None = None, tensor_parallel_size: int = 1,
+              engine_extra: dict | None = None, name: str | None = None) -> dict:
     """The spec of a child (``python -m harness.sidebyside``) that runs one mode: :func:`run_mode`'s
-    arguments."""
-    return {"name": mode, "mode": mode, "target": target, "draft": draft, "k": k, "num_requests": num_requests,
-            "seed": seed, "minedraft": minedraft, "method": method, "worker_cls": worker_cls,
-            "speculation_extra": speculation_extra, "tensor_parallel_size": tensor_parallel_size}
+    arguments (``name``: the log's, the mode's by default)."""
+    return {"name": name or mode, "mode": mode, "target": target, "draft": draft, "k": k,
+            "num_requests": num_requests, "seed": seed, "minedraft": minedraft, "method": method,
+            "worker_cls": worker_cls, "speculation_extra": speculation_extra,
+            "tensor_parallel_size": tensor_parallel_size, "engine_extra": engine_extra}
 
 
 def run_mode(mode: str, target: str, draft: str, *, env: dict | None = None, timeout: int = 600, passes: int = 1,
@@ -120,7 +123,7 @@ def run_mode(mode: str, target: str, draft: str, *, env: dict | None = None, tim
     keywords: ``draft`` is the speculative config's model for ``method`` (``draft_model``, ``eagle3``,
     ...); ``worker_cls`` replaces MineDraft's worker (the tests' fault-injecting one);
     ``speculation_extra``: more keys of the speculative config; ``tensor_parallel_size``: the
-    target's (a worker process per rank)."""
+    target's (a worker process per rank); ``engine_extra``: other engine arguments."""
     return run_once(CHILD, mode_spec(mode, target, draft, **spec), {"cmd": "run", "passes": passes}, env=env,
                     timeout_s=timeout, log_dir=log_dir)
 

@@ -44,6 +44,12 @@ def stock_path_reason(vllm_config: Any) -> str | None:
         # MineDraft's scheduler and worker; a MoE model's step in lockstep (DPEngineCoreProc).
         return ("data parallelism with a mixture-of-experts model: its ranks step in lockstep, idle ones "
                 "with dummy batches, which MineDraft's deferred drafts are not tested with")
+    kv_transfer = vllm_config.kv_transfer_config
+    if kv_transfer is not None and kv_transfer.kv_connector:
+        # vLLM saves a step's draft-layer KV with the target's (its runner finalizes the save after the
+        # drafter); a prefill step's draft pass deferred past that save would be missing from the store.
+        return (f"KV connector {kv_transfer.kv_connector}: it stores a prefill step's draft-layer KV in that "
+                "step, which MineDraft would draft later")
     if spec.disable_padded_drafter_batch:
         return "disable_padded_drafter_batch: that drafter path reads the runner's host-side sampled tokens of its step"
     if spec.draft_sample_method not in (None, "greedy") and is_process_drafter(spec):

@@ -70,11 +70,6 @@ def validate_vllm_config(vllm_config: VllmConfig) -> None:
         raise MineDraftConfigError(
             f"only generative models are supported, not runner {vllm_config.model_config.runner_type!r}."
         )
-    kv_transfer = vllm_config.kv_transfer_config
-    if vllm_config.device_config.device_type == "cuda" and kv_transfer is not None and kv_transfer.kv_connector:
-        # MineDraft's counters travel in SchedulerStats.kv_connector_stats (metrics/stats.py), the field a
-        # connector's own statistics use.
-        raise MineDraftConfigError("KV connectors (--kv-transfer-config) are not supported with MineDraft yet.")
 
 
 def validate_overlap_config(vllm_config: VllmConfig) -> None:

@@ -23,13 +23,18 @@ file is loaded too where the difference is observable:
   ``streaming_num_kept_tokens`` (the unpatched scheduler keeps every computed
   token), as ``DraftSessionScheduler`` does through ``extra_args``;
 * 0009: the engine core's post-step collects drafts only when the scheduler
-  expects some (vLLM's scheduler: not after a step at depth 0).
+  expects some (vLLM's scheduler: not after a step at depth 0);
+* 0010: vLLM's ExampleConnector finds nothing stored for a prompt shorter than
+  a block and one token, and never answers a negative number of tokens to load
+  (the unpatched one answers -block_size for a one-token prompt); a consumer
+  stores nothing (the unpatched one stores every new prompt it does not find).
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
 monkeypatch that mirrors it (``tests/unit/monkeypatch/test_patch_cpu_kernel_lock.py``;
 each patch module has its ``test_patch_<name>.py`` there), as 0001-0004, 0006 and 0009 also are (0007
-and 0008 replace subclasses, not monkeypatches).
+and 0008 replace subclasses, not monkeypatches; 0010 the tests' connector subclass,
+``tests/e2e/example_connector_fix.py``).
 """
 
 from __future__ import annotations
@@ -279,3 +284,47 @@ def test_0009_the_engine_core_collects_drafts_only_when_the_scheduler_expects_so
         engine.model_executor = SimpleNamespace(take_draft_token_ids=lambda d=depth: taken.append(d))
         engine.post_step(model_executed=True)
     assert taken == [3]
+
+
+def _example_connector(module: ModuleType, storage: Path, block_size: int = 16):
+    connector = object.__new__(module.ExampleConnector)
+    connector._block_size, connector._storage_path = block_size, str(storage)
+    return connector
+
+
+def test_0010_the_example_connector_loads_no_tokens_for_a_short_prompt(patched, tmp_path):
+    """A prompt of one token, where something was stored under the empty prefix (a short prompt of the
+    prefill instance): the unpatched connector answers -block_size tokens to load, which ends the engine in
+    vLLM's Prometheus logger (tests/e2e/test_disaggregated.py met it)."""
+    rel = "vllm/distributed/kv_transfer/kv_connector/v1/example_connector.py"
+    patched_module = load(patched, rel, "patched_vllm_example_connector")
+    from vllm.distributed.kv_transfer.kv_connector.v1 import example_connector as installed
+
+    answers = {}
+    for name, module in (("patched", patched_module), ("installed", installed)):
+        connector = _example_connector(module, tmp_path / name)
+        connector._generate_foldername_debug(torch.tensor([], dtype=torch.int64), [], create_folder=True)
+        short = SimpleNamespace(prompt_token_ids=[7], mm_features=[])
+        stored = SimpleNamespace(prompt_token_ids=list(range(40)), mm_features=[])
+        connector._generate_foldername_debug(torch.tensor(list(range(32))), [], create_folder=True)
+        answers[name] = [connector.get_num_new_matched_tokens(r, 0)[0] for r in (short, stored)]
+        answers[name].append(connector.get_num_new_matched_tokens(stored, 48)[0])  # local hits beyond the store
+    assert answers["patched"] == [0, 32, 0]
+    assert answers["installed"] == [-16, 32, -16]
+
+
+def test_0010_an_example_connector_consumer_stores_nothing(patched):
+    rel = "vllm/distributed/kv_transfer/kv_connector/v1/example_connector.py"
+    patched_module = load(patched, rel, "patched_vllm_example_connector")
+    from vllm.distributed.kv_transfer.kv_connector.v1 import example_connector as installed
+
+    new = SimpleNamespace(req_id="r", prompt_token_ids=list(range(40)), mm_features=[], block_ids=[[0, 1, 2]])
+    step = SimpleNamespace(scheduled_new_reqs=[new], scheduled_cached_reqs=SimpleNamespace(req_ids=[]))
+    stores = {}
+    for name, module in (("patched", patched_module), ("installed", installed)):
+        for role, producer in (("consumer", False), ("producer", True)):
+            connector = _example_connector(module, Path("/nonexistent"))
+            connector._requests_need_load, connector._kv_transfer_config = {}, SimpleNamespace(is_kv_producer=producer)
+            stores[name, role] = [r.is_store for r in connector.build_connector_meta(step).requests]
+    assert stores["patched", "consumer"] == [] and stores["patched", "producer"] == [True]
+    assert stores["installed", "consumer"] == [True]

@@ -16,7 +16,7 @@ def _config(device: str = "cpu", **changes) -> SimpleNamespace:
                                            disable_padded_drafter_batch=False, draft_sample_method="greedy"),
         parallel_config=SimpleNamespace(enable_dbo=False, data_parallel_size=1),
         device_config=SimpleNamespace(device_type=device), attention_config=SimpleNamespace(backend=None),
-        model_config=SimpleNamespace(is_hybrid=False, is_moe=False))
+        model_config=SimpleNamespace(is_hybrid=False, is_moe=False), kv_transfer_config=None)
     for path, value in changes.items():
         holder, name = path.split(".")
         setattr(getattr(config, holder), name, value)
@@ -47,6 +47,18 @@ def test_probabilistic_drafts_overlap_except_from_the_process_drafter():
                                         "speculative_config.model": PROPOSER_QUALNAME,
                                         "speculative_config.draft_sample_method": "probabilistic"}))
     assert said is not None and said.startswith("draft_sample_method 'probabilistic': the process drafter")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_kv_connector_runs_stock(device):
+    """A store-in-the-prefill-step connector would save a request's draft layers before a deferred
+    draft pass wrote them."""
+    config = _config(device)
+    config.kv_transfer_config = SimpleNamespace(kv_connector="ExampleConnector")
+    said = stock_path_reason(config)
+    assert said is not None and said.startswith("KV connector ExampleConnector") and "\n" not in said
+    config.kv_transfer_config = SimpleNamespace(kv_connector=None)  # vLLM's config without a connector
+    assert stock_path_reason(config) is None
 
 
 def test_suffix_decoding_overlaps():  # through a view of its step's batch (worker/suffix_batch.py)
