@@ -67,12 +67,13 @@ class Server(launch_server.Server):
 @contextmanager
 def served(name: str, kit, chat_template: Path, log_dir: Path, minedraft: bool,
            extra_args: tuple[str, ...] = (), settings: dict | None = None,
-           speculation: Speculation | None = None) -> Iterator[Server]:
+           speculation: Speculation | None = None, env: dict[str, str] | None = None) -> Iterator[Server]:
     """The kit's target alone, or MineDraft pinned to parallel mode (k = 3, the perturbed draft unless
-    ``speculation`` says otherwise; ``settings``: more MineDraft settings, e.g. the process drafter)."""
+    ``speculation`` says otherwise; ``settings``: more MineDraft settings, e.g. the process drafter;
+    ``env``: more environment, over ``SERVER_ENV``)."""
     args = ("--served-model-name", MODEL_NAME, "--chat-template", str(chat_template), *extra_args)
-    started = launch_server.start(name, _engine(kit, minedraft, settings, speculation), log_dir, env=SERVER_ENV,
-                                  extra_args=args)
+    started = launch_server.start(name, _engine(kit, minedraft, settings, speculation), log_dir,
+                                  env={**SERVER_ENV, **(env or {})}, extra_args=args)
     server = Server(started.name, started.proc, started.port, started.log)
     try:
         try:

@@ -48,7 +48,9 @@ from served_engine import (  # the servers, shared with the soak test
 
 from harness.engine_args import Speculation
 from harness.server import free_port
+from harness.sidebyside import workload
 from modelkit import build_kit
+from tests.e2e.method_runs import N_REQUESTS
 
 # --------------------------------------------------------------------------- workload
 
@@ -317,14 +319,40 @@ def test_eagle3_serves_exactly(target_answers, eagle3_run):
 # --------------------------------------------------------------------------- data parallelism
 
 
+# The exactness mix's engine arguments (harness/sidebyside.py): chunked prefill, prefix caching and a
+# KV cache small enough to preempt, here per rank.
+MIX_ARGS = ("--enable-chunked-prefill", "--max-num-batched-tokens", "128", "--enable-prefix-caching",
+            "--num-gpu-blocks-override", "48")
+ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
+
+
+def mix_answers(server: Server, requests: list[dict]) -> list[list[int]]:
+    """The exactness mix through the completions API, all in flight at once: each request's tokens."""
+    client = server.client()
+
+    def tokens(req: dict) -> list[int]:
+        r = client.completions.create(model=MODEL_NAME, prompt=req["prompt_token_ids"], max_tokens=req["max_tokens"],
+                                      temperature=0, extra_body={"ignore_eos": True, "return_token_ids": True})
+        return r.choices[0].model_dump()["token_ids"]
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        return list(pool.map(tokens, requests))
+
+
 @pytest.fixture(scope="module")
-def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir) -> dict:
-    """Two data-parallel ranks (vLLM's front end balancing over two engine cores, each with
-    MineDraft's scheduler and worker): answers, metrics and the server log; then rank 1's engine
+def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, targets_alone) -> dict:
+    """Two data-parallel ranks on a core each (vLLM's front end balancing over two engine cores, each
+    with MineDraft's scheduler and worker, chunked prefill, prefix caching and preemption): the served
+    workload's answers and the exactness mix's tokens, metrics and the server log; then rank 1's engine
     core is SIGKILLed."""
-    with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True,
-                extra_args=("--data-parallel-size", "2")) as server:
-        run = {**answers(server), "metrics": server.wait_idle(), "log": server.log.read_text()}
+    from transformers import AutoTokenizer
+
+    alone = targets_alone(str(kit.target))  # the offline target alone on the mix (method_runs.py)
+    mix = workload(0, N_REQUESTS, AutoTokenizer.from_pretrained(str(kit.target)).vocab_size)
+    with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
+                extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
+        run = {**answers(server), "mix": mix_answers(server, mix), "mix_alone": alone["tokens"]}
+        run |= {"metrics": server.wait_idle(), "log": server.log.read_text()}
         return {**run, "rank_killed": kill_a_rank(server, rank=1)}
 
 
@@ -365,7 +393,11 @@ def left_running(processes: list) -> list[tuple[int, str]]:
 
 def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
     assert_same_answers(data_parallel_run, target_answers)
+    got, want = data_parallel_run["mix"], data_parallel_run["mix_alone"]
+    assert len(got) == len(want) == N_REQUESTS
+    assert [i for i, (g, w) in enumerate(zip(got, want)) if g != w] == [], "mix requests differ from the target alone"
     m = data_parallel_run["metrics"]
+    assert m.get("vllm:num_preemptions_total", 0) > 0, "the mix preempted no request"
     for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
         assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
         assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
