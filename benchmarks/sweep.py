@@ -245,6 +245,7 @@ class Setup:
     speculative_extra: dict[str, dict] = field(default_factory=dict)  # per draft
     meta: dict = field(default_factory=dict)
     methods: dict[str, str] = field(default_factory=dict)  # draft name -> speculative method (default draft_model)
+    default_drafts: list[str] | None = None  # swept without --drafts (default: every pair)
 
 
 # vLLM's usage-stats thread runs py-cpuinfo (a CPU-bound subprocess) right after each engine
@@ -270,16 +271,40 @@ def cpu_setup(args) -> Setup:
 
     kit = build_kit()
     drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small", "eagle3")}
-    return Setup(
+    setup = Setup(
         device="cpu", device_label=cpu_label(), pairs=drafts,
         target_names=dict.fromkeys(drafts, "target"),
         engine={**common_engine_kwargs(args), "dtype": "float32", "enforce_eager": True},
         # Four engines up at once: 1 GiB of KV each (vLLM's CPU default sizes it from free memory).
         env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu",
              "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")},
-        interleave=True, methods={"eagle3": "eagle3"},
+        interleave=True, methods={"eagle3": "eagle3"}, default_drafts=list(drafts),
         meta={"models": "the kit's tiny Llama target and drafts (float32); eagle3: the kit's EAGLE-3 head",
                                "draft_agreement": {n: kit.marker(n).get("agreement") for n in drafts}})
+    if set(args.drafts or ()) & set(OTHER_METHODS):
+        add_other_methods(setup, kit)
+    return setup
+
+
+# Every other speculative method, each a "draft" of its own (--drafts only): the kit's tiny checkpoints
+# (modelkit/method_checkpoints.py), and n-gram and suffix decoding, which need none.
+OTHER_METHODS = ("ngram", "suffix", "mtp", "pard", "peagle", "medusa", "dflash")
+
+
+def add_other_methods(setup: Setup, kit) -> None:
+    from modelkit.method_checkpoints import build_method_checkpoints
+
+    checkpoints = build_method_checkpoints()
+    for name in OTHER_METHODS:
+        if name in ("ngram", "suffix"):
+            target, spec = kit.target, {"method": name}
+        else:
+            target, spec = checkpoints.target_for(name), checkpoints.speculative_config(name, 1)
+        setup.pairs[name] = (target, spec.pop("model", None))
+        setup.target_names[name] = "target" if target == kit.target else Path(target).name
+        setup.methods[name] = spec.pop("method")
+        spec.pop("num_speculative_tokens")
+        setup.speculative_extra[name] = spec  # e.g. parallel_drafting
 
 
 def cuda_setup(args) -> Setup:
@@ -352,8 +377,8 @@ def worker_spec(setup: Setup, draft: str | None, mode: str, k: int | None, warmu
 
 
 def speculation_of(setup: Setup, draft: str, path: str, k: int) -> Speculation:
-    extra = {}
-    alpha = setup.speculative_extra.get(draft, {}).get("alpha")
+    extra = dict(setup.speculative_extra.get(draft, {}))
+    alpha = extra.pop("alpha", None)
     if alpha is not None:  # dummy weights never agree: acceptance is drawn instead
         extra = {"rejection_sample_method": "synthetic",
                  "synthetic_acceptance_rates": [alpha ** (i + 1) for i in range(k)]}
@@ -829,7 +854,8 @@ def parse_args(argv=None):
     parser.add_argument("--ks", type=int, nargs="+")
     parser.add_argument("--modes", nargs="+", choices=MODES, help="rows to run (default: all four)")
     parser.add_argument("--concurrency", type=int, nargs="+", help="stock SD batch sizes N (MineDraft also runs 2N)")
-    parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small eagle3)")
+    parser.add_argument("--drafts", nargs="+", help="draft names (cpu: draft_perturbed draft_small eagle3; "
+                        f"the other methods: {' '.join(OTHER_METHODS)})")
     parser.add_argument("--repeats", type=int, help="repeats of short runs")
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, nargs="+", help=f"output lengths (> {LONG_OUTPUT}: long runs)")
@@ -904,7 +930,8 @@ def merge_summary(out_dir: Path, rows: list[dict], meta: dict, drafts: list[str]
 def select_drafts(args, setup: Setup) -> list[str]:
     if not setup.pairs:
         sys.exit("sweep: no model pair fits this device")
-    drafts = args.drafts or (list(setup.pairs)[:1] if args.quick else list(setup.pairs))
+    defaults = setup.default_drafts or list(setup.pairs)
+    drafts = args.drafts or (defaults[:1] if args.quick else defaults)
     unknown = [d for d in drafts if d not in setup.pairs]
     if unknown:
         sys.exit(f"sweep: unknown draft(s) {unknown}; choose from {sorted(setup.pairs)}")
