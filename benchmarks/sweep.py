@@ -303,7 +303,7 @@ def add_other_methods(setup: Setup, kit) -> None:
         setup.pairs[name] = (target, spec.pop("model", None))
         setup.target_names[name] = "target" if target == kit.target else Path(target).name
         setup.methods[name] = spec.pop("method")
-        spec.pop("num_speculative_tokens")
+        spec.pop("num_speculative_tokens", None)
         setup.speculative_extra[name] = spec  # e.g. parallel_drafting
 
 
