@@ -27,7 +27,9 @@ file is loaded too where the difference is observable:
 * 0010: vLLM's ExampleConnector finds nothing stored for a prompt shorter than
   a block and one token, and never answers a negative number of tokens to load
   (the unpatched one answers -block_size for a one-token prompt); a consumer
-  stores nothing (the unpatched one stores every new prompt it does not find).
+  stores nothing (the unpatched one stores every new prompt it does not find);
+  a prompt computed in chunks is stored whole, in the step of its last stored
+  block (the unpatched one stores the first step's blocks: fewer slots than tokens).
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
@@ -289,6 +291,7 @@ def test_0009_the_engine_core_collects_drafts_only_when_the_scheduler_expects_so
 def _example_connector(module: ModuleType, storage: Path, block_size: int = 16):
     connector = object.__new__(module.ExampleConnector)
     connector._block_size, connector._storage_path = block_size, str(storage)
+    connector._pending_stores = {}  # the patched __init__ sets it; the unpatched connector never reads it
     return connector
 
 
@@ -318,8 +321,9 @@ def test_0010_an_example_connector_consumer_stores_nothing(patched):
     patched_module = load(patched, rel, "patched_vllm_example_connector")
     from vllm.distributed.kv_transfer.kv_connector.v1 import example_connector as installed
 
-    new = SimpleNamespace(req_id="r", prompt_token_ids=list(range(40)), mm_features=[], block_ids=[[0, 1, 2]])
-    step = SimpleNamespace(scheduled_new_reqs=[new], scheduled_cached_reqs=SimpleNamespace(req_ids=[]))
+    new = SimpleNamespace(req_id="r", prompt_token_ids=list(range(40)), mm_features=[], block_ids=[[0, 1, 2]],
+                          num_computed_tokens=0)
+    step = _step(new=[new], scheduled={"r": 40})
     stores = {}
     for name, module in (("patched", patched_module), ("installed", installed)):
         for role, producer in (("consumer", False), ("producer", True)):
@@ -328,3 +332,32 @@ def test_0010_an_example_connector_consumer_stores_nothing(patched):
             stores[name, role] = [r.is_store for r in connector.build_connector_meta(step).requests]
     assert stores["patched", "consumer"] == [] and stores["patched", "producer"] == [True]
     assert stores["installed", "consumer"] == [True]
+
+
+def _step(new=(), cached=(), scheduled=None):
+    """A SchedulerOutput's fields that ExampleConnector reads; ``cached``: (req id, new block ids,
+    num_computed_tokens) of each cached request."""
+    return SimpleNamespace(
+        scheduled_new_reqs=list(new), num_scheduled_tokens=scheduled or {}, finished_req_ids=set(),
+        scheduled_cached_reqs=SimpleNamespace(req_ids=[c[0] for c in cached], resumed_req_ids=set(),
+                                              new_block_ids=[([*c[1]],) for c in cached],
+                                              num_computed_tokens=[c[2] for c in cached]))
+
+
+def test_0010_a_prompt_computed_in_chunks_is_stored_whole(patched):
+    rel = "vllm/distributed/kv_transfer/kv_connector/v1/example_connector.py"
+    patched_module = load(patched, rel, "patched_vllm_example_connector")
+    from vllm.distributed.kv_transfer.kv_connector.v1 import example_connector as installed
+
+    prompt = list(range(100))  # 96 tokens stored: 6 blocks of 16
+    first = _step(new=[SimpleNamespace(req_id="r", prompt_token_ids=prompt, mm_features=[], block_ids=[[0, 1, 2, 3]],
+                                       num_computed_tokens=0)], scheduled={"r": 64})
+    second = _step(cached=[("r", [4, 5, 6], 64)], scheduled={"r": 36})
+    stores = {}
+    for name, module in (("patched", patched_module), ("installed", installed)):
+        connector = _example_connector(module, Path("/nonexistent"))
+        connector._requests_need_load, connector._kv_transfer_config = {}, SimpleNamespace(is_kv_producer=True)
+        stores[name] = [[(len(r.token_ids), len(r.slot_mapping)) for r in connector.build_connector_meta(step).requests
+                         if r.is_store] for step in (first, second)]
+    assert stores["patched"] == [[], [(96, 96)]]
+    assert stores["installed"] == [[(96, 64)], []]  # 96 tokens, slots for 64: the load fails on the shape
