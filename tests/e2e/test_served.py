@@ -333,9 +333,7 @@ def mix_answers(server: Server, requests: list[dict]) -> list[list[int]]:
     client = server.client()
 
     def tokens(req: dict) -> list[int]:
-        r = client.completions.create(model=MODEL_NAME, prompt=req["prompt_token_ids"], max_tokens=req["max_tokens"],
-                                      temperature=0, extra_body={"ignore_eos": True, "return_token_ids": True})
-        return r.choices[0].model_dump()["token_ids"]
+        return _completion(client, {"prompt": req["prompt_token_ids"], "max_tokens": req["max_tokens"]})["token_ids"]
 
     with ThreadPoolExecutor(max_workers=len(requests)) as pool:
         return list(pool.map(tokens, requests))
