@@ -60,6 +60,17 @@ class Server(launch_server.Server):
             assert time.monotonic() < deadline, f"requests still in flight after {timeout_s} s: {m}"
             time.sleep(0.5)
 
+    def counters_after_answers(self) -> dict[str, float]:
+        """The metrics once every request sent has been answered, for a server with several API servers
+        (vLLM's default under data parallelism), where :meth:`wait_idle` cannot be used: an engine's
+        statistics go to one API server per step, each API server stamps them with its own clock when
+        it records them, and Prometheus' multiprocess ``mostrecent`` merge keeps the latest stamp, so a
+        step recorded late by one API server can outlive the idle step another recorded first; an idle
+        engine sends no further statistics, and the running/waiting gauges then stay above zero. The
+        counters are sums over the API servers and hold every step but perhaps the last few."""
+        self.check_alive()
+        return self.metrics()
+
     def fail(self, what: str) -> None:
         pytest.fail(f"{self.name} server {what}; last lines of {self.log}:\n{self.tail()}", pytrace=False)
 

@@ -352,7 +352,7 @@ def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, t
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
                 extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
         run = {**answers(server), "mix": mix_answers(server, mix), "mix_alone": alone["tokens"]}
-        run |= {"metrics": server.wait_idle(), "log": server.log.read_text()}
+        run |= {"metrics": server.counters_after_answers(), "log": server.log.read_text()}
         return {**run, "rank_killed": kill_a_rank(server, rank=1)}
 
 
@@ -421,7 +421,7 @@ def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir)
               "--data-parallel-rpc-port", str(free_port()))
     with headless("minedraft-headless-rank1", kit, log_dir, (*layout, "--data-parallel-start-rank", "1")), \
             served("minedraft-head", kit, chat_template, log_dir, minedraft=True, extra_args=layout) as server:
-        run = {**answers(server), "metrics": server.wait_idle()}
+        run = {**answers(server), "metrics": server.counters_after_answers()}
         return {**run, "front_end_killed": kill_the_front_end(server)}
 
 
