@@ -1,10 +1,20 @@
-"""Fixtures shared by the e2e files that run one speculative method each (method_runs.py)."""
+"""Fixtures shared by e2e files: the method checkpoints, and the target alone on the exactness
+mixes (the 48-request one of harness/sidebyside.py, the 24-request one of method_runs.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from harness.sidebyside import run_mode
+from modelkit import build_kit
 from tests.e2e.method_runs import run_spec
+
+
+@pytest.fixture(scope="session")
+def mix_target_alone():
+    """The kit's target alone on the 48-request exactness mix (test_exactness.py, the served DP mix)."""
+    kit = build_kit()
+    return run_mode("no_sd", str(kit.target), str(kit.draft_perturbed))
 
 
 @pytest.fixture(scope="session")

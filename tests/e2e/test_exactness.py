@@ -41,8 +41,8 @@ def kit():
 
 
 @pytest.fixture(scope="module")
-def target_alone(kit):
-    return run_engine("no_sd", kit)
+def target_alone(mix_target_alone):
+    return mix_target_alone
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,6 @@ from harness.engine_args import Speculation
 from harness.server import free_port
 from harness.sidebyside import workload
 from modelkit import build_kit
-from tests.e2e.method_runs import N_REQUESTS
 
 # --------------------------------------------------------------------------- workload
 
@@ -319,12 +318,13 @@ def test_eagle3_serves_exactly(target_answers, eagle3_run):
 # --------------------------------------------------------------------------- data parallelism
 
 
-# The exactness mix's engine arguments (harness/sidebyside.py): chunked prefill, prefix caching and a
-# KV cache of 48 blocks per rank, which can preempt; whether it does depends on how the front end
-# spreads the requests in time (one clean-clone CI run preempted none, 2026-11-27), so the test does not
-# require it. A smaller cache cannot hold max_model_len (vLLM refuses 32 blocks of 32 tokens at 1024).
+# The exactness mix's engine arguments (harness/sidebyside.py), chunked prefill and prefix caching, with
+# the KV cache halved for a rank's half of the requests: 24 blocks of 32 tokens per rank, as the whole
+# mix has 48 in one engine in test_exactness.py (48 per rank preempted once in one local run). 24 blocks
+# hold 768 tokens: max_model_len 704 (vLLM refuses a cache that cannot hold one request of
+# max_model_len) still holds the longest request served here (600 prompt + 64 output tokens).
 MIX_ARGS = ("--enable-chunked-prefill", "--max-num-batched-tokens", "128", "--enable-prefix-caching",
-            "--num-gpu-blocks-override", "48")
+            "--num-gpu-blocks-override", "24", "--max-model-len", "704")
 ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 
 
@@ -340,15 +340,15 @@ def mix_answers(server: Server, requests: list[dict]) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, targets_alone) -> dict:
+def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, mix_target_alone) -> dict:
     """Two data-parallel ranks on a core each (vLLM's front end balancing over two engine cores, each
     with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that can preempt): the served
-    workload's answers and the exactness mix's tokens, metrics and the server log; then rank 1's engine
-    core is SIGKILLed."""
+    workload's answers and the 48-request exactness mix's tokens, metrics and the server log; then rank 1's
+    engine core is SIGKILLed."""
     from transformers import AutoTokenizer
 
-    alone = targets_alone(str(kit.target))  # the offline target alone on the mix (method_runs.py)
-    mix = workload(0, N_REQUESTS, AutoTokenizer.from_pretrained(str(kit.target)).vocab_size)
+    alone = mix_target_alone  # the offline target alone on the mix (test_exactness.py's)
+    mix = workload(0, len(alone["tokens"]), AutoTokenizer.from_pretrained(str(kit.target)).vocab_size)
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
                 extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
         run = {**answers(server), "mix": mix_answers(server, mix), "mix_alone": alone["tokens"]}
@@ -395,12 +395,13 @@ def left_running(processes: list) -> list[tuple[int, str]]:
 def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
     assert_same_answers(data_parallel_run, target_answers)
     got, want = data_parallel_run["mix"], data_parallel_run["mix_alone"]
-    assert len(got) == len(want) == N_REQUESTS
+    assert len(got) == len(want) == 48
     assert [i for i, (g, w) in enumerate(zip(got, want)) if g != w] == [], "mix requests differ from the target alone"
     m = data_parallel_run["metrics"]
     for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
         assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
         assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
+    assert m.get("vllm:num_preemptions_total", 0) > 0, m  # the KV cache overflowed: requests were preempted
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
 
