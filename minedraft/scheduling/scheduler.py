@@ -6,7 +6,9 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
 
 * ``schedule``: before vLLM schedules, requests that must sit the step out get
   ``next_decode_eligible_step`` one step ahead (vLLM's RUNNING loop skips them:
-  no tokens, no token budget, no ``allocate_slots``); afterwards the step is
+  no tokens, no token budget, no ``allocate_slots``), and where vLLM's drafter
+  drafts only K (parallel drafting, suffix decoding) under ``speculation_depth:
+  auto``, each request's drafts are cut to the depth controller's choice; afterwards the step is
   classified as parallel or fallback and the lane plan is attached to the
   output (``MineDraftSchedulerOutput``).
 * ``update_from_output``: the step's output tokens are noted for the mode
@@ -100,6 +102,9 @@ class MineDraftScheduler(Scheduler):
                                       on_change=logger.info)
         # The depth of the step being scheduled: K, or the depth controller's choice.
         self._depth = self.num_spec_tokens
+        # Where vLLM's drafter drafts only K (_fixed_depth_drafter), the controller's depth is the
+        # number of each request's drafts the target verifies; elsewhere the depth vLLM drafts at.
+        self._verified_depth_only = False
         self.depth_controller = self._make_depth_controller()
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
@@ -115,16 +120,6 @@ class MineDraftScheduler(Scheduler):
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
-        spec = self.vllm_config.speculative_config
-        fixed = _fixed_depth_drafter(spec)
-        if fixed is not None and self.settings.mode == "auto":
-            if has_table:
-                logger.info("MineDraft auto: num_speculative_tokens_per_batch_size chooses the depth of %s, as in "
-                            "vLLM (the depth controller is off).", fixed)
-            else:
-                logger.info("MineDraft auto: %s runs at num_speculative_tokens=%d (the depth controller is off: "
-                            "vLLM's drafter there drafts only K).", fixed, self.num_spec_tokens)
-            return None
         if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
             if has_table and self.settings.mode == "auto":
                 logger.info("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth "
@@ -133,6 +128,21 @@ class MineDraftScheduler(Scheduler):
         if has_table:  # refused by the front end; a directly built config may have it
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
+        fixed = _fixed_depth_drafter(self.vllm_config.speculative_config)
+        if fixed is not None and self.settings.speculation_depth is None:
+            # Measured on CPU (benchmarks/README.md): choosing how many of K drafts to verify saved less
+            # than the controller's probes cost, so only a user's speculation_depth=auto asks for it.
+            logger.info("MineDraft: %s drafts num_speculative_tokens=%d tokens each step and they are all "
+                        "verified (speculation_depth=auto: the depth controller chooses how many).",
+                        fixed, self.num_spec_tokens)
+            return None
+        if fixed is not None:
+            # vLLM's drafter makes K drafts every step; the controller chooses how many of them the target
+            # verifies. The draft costs the same at every depth, so the draft-cost prior rules none out.
+            self._verified_depth_only = True
+            logger.info("MineDraft: %s drafts num_speculative_tokens=%d tokens each step; the depth "
+                        "controller chooses how many of them the target verifies.", fixed, self.num_spec_tokens)
+            return DepthController(self.num_spec_tokens, on_change=logger.info)
         self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
         # Pinned parallel mode overlaps draft forwards with verification: the bound adds them.
         cost_ratio = (speculative_cost_ratio(self.vllm_config, self.lane_placement)
@@ -168,6 +178,8 @@ class MineDraftScheduler(Scheduler):
         # Depth 0 drafts nothing: no step to overlap.
         allowed = load.k > 0 and self.mode_policy.parallel_allowed(load)
         self._hold_back_for_this_step(allowed)
+        if self._verified_depth_only:
+            self._cut_drafts_to(load.k)
         output = super().schedule(throttle_prefills)
         return self._plan_lanes(output, allowed, load, started)
 
@@ -209,6 +221,15 @@ class MineDraftScheduler(Scheduler):
             arrived = [r.arrival_time for r in decodes]
             self._arrivals = (min(arrived), max(arrived))
         return Load.of(len(decodes), self._depth, *self._last_mix)
+
+    def _cut_drafts_to(self, depth: int) -> None:
+        """Each running request's drafts cut to the first ``depth``: what vLLM's scheduler itself
+        does when the token budget cannot hold them all (rejection sampling then verifies the
+        drafts scheduled; the drafter's next call starts from the tokens accepted, as after a
+        rejection). The drafter made all K: its state stays what it would be at K."""
+        for request in self.running:
+            if len(request.spec_token_ids) > depth:
+                request.spec_token_ids = request.spec_token_ids[:depth]
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         if not parallel_allowed and not self._drafting:
@@ -267,8 +288,9 @@ class MineDraftScheduler(Scheduler):
         )
         self._due = next_due
         self._drafts_expected = output.num_spec_tokens_to_schedule > 0 or bool(draft_only)
-        # The depth vLLM drafts this step at: the controller's, or a user's per-batch-size table's.
-        depth = output.num_spec_tokens_to_schedule if scheduled else self._depth
+        # The depth vLLM drafts this step at: the controller's, or a user's per-batch-size table's;
+        # where the drafter drafts only K, the depth the controller verified this step at.
+        depth = output.num_spec_tokens_to_schedule if scheduled and not self._verified_depth_only else self._depth
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
                                probing=self.mode_policy.probing is not None, depth=depth)
@@ -321,7 +343,8 @@ def _fixed_depth_drafter(spec) -> str | None:
     if spec.parallel_drafting:
         # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
         # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
-        # the worker (P-EAGLE on CPU). Speculation stays at K; the mode policy still chooses.
+        # the worker (P-EAGLE on CPU). It drafts K in one forward, so the depth that can move is
+        # the number of drafts verified.
         return "parallel drafting"
     if spec.method == "suffix":
         return "suffix decoding"  # SuffixDecodingProposer.propose asserts its depth is K

@@ -11,12 +11,12 @@ from harness.sidebyside import run_mode
 N_REQUESTS = 24
 
 
-def run_spec(mode: str, target: str, spec: dict | None, log_dir=None) -> dict:
-    """``spec`` None: the target alone (``mode`` ``no_sd``)."""
+def run_spec(mode: str, target: str, spec: dict | None, log_dir=None, minedraft: dict | None = None) -> dict:
+    """``spec`` None: the target alone (``mode`` ``no_sd``); ``minedraft``: MineDraft settings."""
     spec = dict(spec or {"method": "draft_model", "num_speculative_tokens": 1})
     method, draft, k = spec.pop("method"), spec.pop("model", None), spec.pop("num_speculative_tokens")
     return run_mode(mode, target, draft, method=method, k=k, speculation_extra=spec, num_requests=N_REQUESTS,
-                    log_dir=log_dir)
+                    log_dir=log_dir, minedraft=minedraft)
 
 
 def mismatched(expected: dict, result: dict) -> list[int]:

@@ -9,18 +9,23 @@ decoding needs none): MineDraft pinned to parallel steps and its
 default ``auto`` give the target alone's greedy output; the pinned run ran parallel steps; and it
 accepted as many drafts as stock SD with the same config (within a tenth: batches differ, so float
 rounding may move a tie), which a deferred call that fed the drafter stale or foreign inputs would not.
+Under ``auto`` the depth controller moved the depth MTP drafts at; parallel drafting and suffix decoding
+draft K every step and stay at K, and with ``speculation_depth: auto`` (run for P-EAGLE, whose draft
+catch-up once crashed the worker) the controller moved the number of drafts verified.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from harness.sidebyside import steps_by_depth
 from tests.e2e.method_runs import mismatched, run_spec
 
 # name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
 CASES = {"mtp": 2, "pard": 3, "peagle": 3, "suffix": 3}
 MODES = ("stock_sd", "minedraft_parallel", "minedraft_auto")
 ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
+VERIFIED_DEPTH_RUN = {"peagle"}  # also run under auto with speculation_depth auto
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -32,7 +37,11 @@ def method_runs(request, method_checkpoints, targets_alone):
     else:
         target = method_checkpoints.target_for(name)
         spec = method_checkpoints.speculative_config(name, CASES[name])
-    return name, targets_alone(target), {mode: run_spec(mode, target, spec) for mode in MODES}
+    runs = {mode: run_spec(mode, target, spec) for mode in MODES}
+    if name in VERIFIED_DEPTH_RUN:
+        runs["minedraft_auto_verified_depth"] = run_spec("minedraft_auto", target, spec,
+                                                         minedraft={"speculation_depth": "auto"})
+    return name, targets_alone(target), runs
 
 
 def test_every_mode_is_exact(method_runs):
@@ -49,3 +58,15 @@ def test_parallel_steps_draft_as_stock_sd_does(method_runs):
     accepted = "vllm:spec_decode_num_accepted_tokens"
     assert stock[accepted] > 0, f"{name}: the kit's checkpoint accepted nothing under stock SD"
     assert pinned[accepted] >= ACCEPTED_SHARE * stock[accepted], (name, pinned[accepted], stock[accepted])
+
+
+def test_the_depth_controller_moves_where_it_chooses(method_runs):
+    name, _, runs = method_runs
+    depths = steps_by_depth(runs["minedraft_auto"]["metrics"])
+    if name == "mtp":
+        assert len(depths) >= 2, (name, depths)
+    else:  # every step verified the K drafts made
+        assert set(depths) == {CASES[name]}, (name, depths)
+    if "minedraft_auto_verified_depth" in runs:
+        verified = steps_by_depth(runs["minedraft_auto_verified_depth"]["metrics"])
+        assert len(verified) >= 2, (name, verified)

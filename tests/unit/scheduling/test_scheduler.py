@@ -209,9 +209,42 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
     ("suffix", False, "suffix decoding"),  # its proposer asserts depth == K
     ("draft_model", False, None), ("eagle3", False, None), ("ngram", False, None), ("mtp", False, None),
 ])
-def test_drafters_vllm_runs_only_at_depth_k_keep_the_controller_off(method, parallel_drafting, fixed):
+def test_drafters_vllm_runs_only_at_depth_k_are_named(method, parallel_drafting, fixed):
     spec = SimpleNamespace(method=method, parallel_drafting=parallel_drafting)
     assert _fixed_depth_drafter(spec) == fixed
+
+
+def test_a_drafter_that_drafts_only_k_is_verified_at_k_by_default(model_dir, monkeypatch):
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    monkeypatch.setattr("minedraft.scheduling.scheduler._fixed_depth_drafter", lambda spec: "parallel drafting")
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
+    out = sched.schedule()
+    assert {len(ids) for ids in out.scheduled_spec_decode_tokens.values()} == {3}
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller_s_depth(
+        model_dir, monkeypatch, depth):
+    """Parallel drafting and suffix decoding under speculation_depth auto: vLLM's drafter makes K drafts
+    whatever the depth, so the controller's depth is how many of them each request has verified; the
+    drafter is still asked for K."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    monkeypatch.setattr("minedraft.scheduling.scheduler._fixed_depth_drafter", lambda spec: "parallel drafting")
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
+    assert sched.depth_controller is not None and sched.dynamic_sd_lookup is None
+    assert not sched.depth_controller.ruled_out  # the draft costs the same at every depth
+    observed = pin_depth(sched, monkeypatch, depth)
+    verified = []
+    for _ in range(4):
+        out = sched.schedule()
+        assert out.num_spec_tokens_to_schedule == 3  # the drafter drafts K
+        verified += [len(out.scheduled_spec_decode_tokens.get(rid, ())) for rid in out.num_scheduled_tokens]
+        worker.step(sched, out)
+    sched.schedule()  # times the last step
+    assert verified and set(verified) == {depth}
+    assert {depth for _, depth, *_ in observed} == {depth}
+    assert sched.minedraft_totals.steps_by_depth.get(str(depth), 0) >= 4
 
 
 def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
