@@ -22,7 +22,7 @@ from minedraft.config.validation import (
     validate_vllm_config,
 )
 from minedraft.log import get_logger
-from minedraft.process_drafter.frontend import select_process_drafter
+from minedraft.process_drafter.frontend import refuse_on_stock_path, select_process_drafter
 
 logger = get_logger(__name__)
 
@@ -54,8 +54,7 @@ def settle_selected_config(vllm_config: Any, worker_cls_given: str) -> None:
     settings = MineDraftSettings.of(vllm_config)
     reason = stock_path_reason(vllm_config)
     if reason is not None and is_process_drafter(vllm_config.speculative_config):
-        raise MineDraftConfigError(
-            f"MINEDRAFT_DRAFTER=process cannot serve this configuration ({reason}): drop the process drafter.")
+        refuse_on_stock_path(reason)
     if reason is not None:
         logger.info("MineDraft runs its stock path (vLLM's worker and drafter, every step plain speculative "
                     "decoding): %s.", reason)

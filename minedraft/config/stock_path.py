@@ -52,10 +52,6 @@ def stock_path_reason(vllm_config: Any) -> str | None:
                 "step, which MineDraft would draft later")
     if spec.disable_padded_drafter_batch:
         return "disable_padded_drafter_batch: that drafter path reads the runner's host-side sampled tokens of its step"
-    if spec.draft_sample_method not in (None, "greedy") and is_process_drafter(spec):
-        # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
-        return (f"draft_sample_method {spec.draft_sample_method!r}: the process drafter returns draft tokens, "
-                "not the probabilities the rejection sampler needs")
     if vllm_config.device_config.device_type == "cuda":
         return _gpu_stock_path_reason(vllm_config)
     return None

@@ -30,23 +30,8 @@ DRAFT_MODEL_KEYS = ("model", "method", "revision", "code_revision", "quantizatio
 def select_process_drafter(engine_args: Any, settings: Any) -> None:
     """Rewrite ``engine_args.speculative_config`` for a process drafter; store the draft engine's arguments."""
     spec = dict(engine_args.speculative_config)
-    method = spec.get("method") or "draft_model"
-    if method != "draft_model" or not spec.get("model"):
-        raise MineDraftConfigError(
-            f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
-            f"'draft_model' with a 'model', got method {method!r}.")
-    if spec.get("parallel_drafting"):
-        raise MineDraftConfigError(
-            "MINEDRAFT_DRAFTER=process drafts one token per draft forward: drop parallel_drafting or the "
-            "process drafter.")
-    if (engine_args.data_parallel_size or 1) > 1:
-        raise MineDraftConfigError(
-            "MINEDRAFT_DRAFTER=process with data parallelism: every rank would start a draft engine on the one "
-            "drafter_device; use the in-process drafter (the default) with --data-parallel-size.")
     device = DrafterDevice.parse(settings.drafter_device)
-    if device.kind == "cuda" and 0 in device.indices:
-        raise MineDraftConfigError(
-            f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
+    refuse_before_config(spec, engine_args, device)
     if device.kind == "cpu":
         _warn_if_target_uses_drafter_cores(device)
     k = spec["num_speculative_tokens"]
@@ -57,6 +42,42 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
                                       "num_speculative_tokens": k}
     logger.info("MineDraft process drafter: %s on %s, k=%d (the target engine loads no draft model)",
                 spec["model"], device, k)
+
+
+# The process drafter's refusals, all here: what the user's arguments show (refuse_before_config), and
+# what only vLLM's resolved config shows (refuse_on_stock_path).
+
+
+def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: DrafterDevice) -> None:
+    """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
+    method = spec.get("method") or "draft_model"
+    if method != "draft_model" or not spec.get("model"):
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
+            f"'draft_model' with a 'model', got method {method!r}.")
+    if spec.get("parallel_drafting"):
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process drafts one token per draft forward: drop parallel_drafting or the "
+            "process drafter.")
+    if spec.get("draft_sample_method") not in (None, "greedy"):
+        # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER=process returns draft tokens, not the probabilities that draft_sample_method "
+            f"{spec['draft_sample_method']!r} needs: drop the process drafter or use 'greedy'.")
+    if (engine_args.data_parallel_size or 1) > 1:
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process with data parallelism: every rank would start a draft engine on the one "
+            "drafter_device; use the in-process drafter (the default) with --data-parallel-size.")
+    if device.kind == "cuda" and 0 in device.indices:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
+
+
+def refuse_on_stock_path(reason: str) -> None:
+    """The process drafter has no stock path (vLLM's worker has no draft engine): where MineDraft's
+    would run (``reason``: config/stock_path.py), one line."""
+    raise MineDraftConfigError(
+        f"MINEDRAFT_DRAFTER=process cannot serve this configuration ({reason}): drop the process drafter.")
 
 
 def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterDevice) -> dict[str, Any]:

@@ -43,6 +43,8 @@ def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_
      "the speculative method must be 'draft_model'"),
     ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares GPU 0 with the target"),
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"parallel_drafting": True}, "drop parallel_drafting"),
+    ({"drafter": "process", "drafter_device": "cpu:1"}, {"draft_sample_method": "probabilistic"},
+     "not the probabilities that draft_sample_method 'probabilistic' needs"),
 ])
 def test_front_end_refuses_what_a_process_drafter_cannot_run(model_dir, minedraft, spec, message):
     with pytest.raises(MineDraftConfigError, match=message):

@@ -81,11 +81,12 @@ def test_a_worker_the_user_names_is_kept(model_dir):
     assert config.parallel_config.worker_cls == worker and MineDraftSettings.of(config).mode != "stock"
 
 
-def test_the_process_drafter_refuses_what_it_cannot_serve(model_dir):
-    spec = {"method": "draft_model", "model": model_dir, "num_speculative_tokens": 3,
-            "draft_sample_method": "probabilistic"}
-    with pytest.raises(MineDraftConfigError, match="drop the process drafter") as err:
+def test_the_process_drafter_refuses_what_would_take_the_stock_path(model_dir):
+    """The process drafter has no stock path: what vLLM's resolved config sends there, it refuses."""
+    spec = {"method": "draft_model", "model": model_dir, "num_speculative_tokens": 3}
+    with pytest.raises(MineDraftConfigError, match=r"cannot serve this configuration \(KV connector") as err:
         engine_args(model_dir, scheduler_cls="minedraft", speculative_config=spec,
+                    kv_transfer_config={"kv_connector": "ExampleConnector", "kv_role": "kv_both"},
                     additional_config={"minedraft": {"drafter": "process", "drafter_device": "cpu:1"}},
                     ).create_engine_config()
     assert "\n" not in str(err.value)
