@@ -964,6 +964,8 @@ def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
             "modes": {m: MINEDRAFT_MODE_OF.get(m) for m in MODES},
             "engine": {k: v for k, v in setup.engine.items() if k != "model"},
             "worker_env": setup.env, "engine_starts": pool.starts,
+            # MineDraft settings the workers inherit from this run's environment (e.g. MINEDRAFT_SPECULATION_DEPTH).
+            "minedraft_env": {k: v for k, v in os.environ.items() if k.startswith("MINEDRAFT_")},
             "sweep_seconds": round(elapsed, 1), **setup.meta}
 
 

@@ -342,7 +342,7 @@ def mix_answers(server: Server, requests: list[dict]) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, mix_target_alone) -> dict:
     """Two data-parallel ranks on a core each (vLLM's front end balancing over two engine cores, each
-    with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that can preempt): the served
+    with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that preempts): the served
     workload's answers and the 48-request exactness mix's tokens, metrics and the server log; then rank 1's
     engine core is SIGKILLed."""
     from transformers import AutoTokenizer
