@@ -1,12 +1,12 @@
 """MineDraft's per-interval scheduler statistics (engine core -> front end), and how they travel.
 
-vLLM 0.32.0's ``SchedulerStats`` has no field for a plugin's statistics, and
-the engine core -> front end serialisation decodes it as that exact class, so
-a subclass's field would be dropped. :func:`attach` and :func:`detach` are the
-one place that knows the carrier: ``SchedulerStats.extra[PAYLOAD_KEY]`` where
-vLLM has that field (patches/0003-scheduler-stats-extra.patch proposes it),
-else the key ``PAYLOAD_KEY`` of ``kv_connector_stats`` (a dict survives the
-serialisation; the front end takes the key out before any vLLM logger sees it).
+They ride in ``SchedulerStats.extra[PAYLOAD_KEY]``: a field that vLLM 0.32.0
+lacks and the ``metrics`` patch adds in every vLLM process (the engine core ->
+front end serialisation decodes ``SchedulerStats`` as that exact class, so a
+subclass's field would be dropped); patches/0003-scheduler-stats-extra.patch
+proposes it upstream. :func:`attach` and :func:`detach` are the one place that
+knows the carrier; the front end takes the key out before any vLLM logger
+sees the stats.
 """
 
 from __future__ import annotations
@@ -14,30 +14,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+EXTRA_FIELD = "extra"
 PAYLOAD_KEY = "minedraft"
 
 
 def attach(scheduler_stats: Any, payload: dict[str, int]) -> None:
     """Put MineDraft's ``payload`` on vLLM's ``SchedulerStats`` (engine core)."""
-    if isinstance(getattr(scheduler_stats, "extra", None), dict):
-        scheduler_stats.extra[PAYLOAD_KEY] = payload
-        return
-    scheduler_stats.kv_connector_stats = {**(scheduler_stats.kv_connector_stats or {}), PAYLOAD_KEY: payload}
+    # A new dict: the field's default (None, as the patch adds it) or vLLM's own dict is never mutated.
+    extra = getattr(scheduler_stats, EXTRA_FIELD, None) or {}
+    setattr(scheduler_stats, EXTRA_FIELD, {**extra, PAYLOAD_KEY: payload})
 
 
 def detach(scheduler_stats: Any) -> dict[str, int] | None:
-    """Take MineDraft's payload off ``SchedulerStats`` (front end), leaving vLLM's fields as
-    they would be without MineDraft; None if there is none."""
-    extra = getattr(scheduler_stats, "extra", None)
-    if isinstance(extra, dict) and PAYLOAD_KEY in extra:
-        return extra.pop(PAYLOAD_KEY)
-    connector = getattr(scheduler_stats, "kv_connector_stats", None)
-    if not connector or PAYLOAD_KEY not in connector:
+    """Take MineDraft's payload off ``SchedulerStats`` (front end); None if there is none."""
+    extra = getattr(scheduler_stats, EXTRA_FIELD, None)
+    if not extra or PAYLOAD_KEY not in extra:
         return None
-    connector = dict(connector)
-    payload = connector.pop(PAYLOAD_KEY)
-    scheduler_stats.kv_connector_stats = connector or None
-    return payload
+    return extra.pop(PAYLOAD_KEY)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterator
 
 from minedraft.monkeypatch.ledger import LEDGER, LedgerEntry
-from minedraft.monkeypatch.patching import Patch, apply_all
+from minedraft.monkeypatch.patching import NewField, Patch, apply_all
 from minedraft.monkeypatch.patching import undo_all as _undo_patches
 
 __all__ = [
@@ -40,10 +40,10 @@ __all__ = [
 # the console script applies its patch before vLLM is imported.
 _logger = logging.getLogger(f"vllm.{__name__}")
 _lock = threading.Lock()
-_applied: dict[str, list[Patch]] = {}
+_applied: dict[str, list[Patch | NewField]] = {}
 
 
-def make_patches(name: str, *args) -> list[Patch]:
+def make_patches(name: str, *args) -> list[Patch | NewField]:
     """The patches of ledger entry ``name``, not applied yet."""
     if name not in LEDGER:
         raise KeyError(f"minedraft: patch {name!r} is not in the ledger (minedraft/monkeypatch/ledger.py)")
@@ -93,7 +93,7 @@ def apply_cli_patches() -> None:
 
 
 @contextlib.contextmanager
-def scoped_patch(name: str, *args) -> Iterator[list[Patch]]:
+def scoped_patch(name: str, *args) -> Iterator[list[Patch | NewField]]:
     """Apply patch ``name`` for the duration of a ``with`` block only."""
     patches = apply_all(make_patches(name, *args))
     try:

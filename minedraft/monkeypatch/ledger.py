@@ -47,13 +47,14 @@ LEDGER: dict[str, LedgerEntry] = {
     ),
     "metrics": LedgerEntry(
         what="vllm.v1.metrics.loggers.StatLoggerManager.record and .log, "
-        "vllm.v1.engine.llm_engine.get_metrics_snapshot",
+        "vllm.v1.engine.llm_engine.get_metrics_snapshot; adds the field vllm.v1.metrics.stats.SchedulerStats.extra",
         applied="plugin entry point, every vLLM process",
         why="SchedulerStats has no field for plugin statistics, and LLM.get_metrics() "
         "lists only vllm:* metrics.",
-        how="The scheduler attaches its counters to SchedulerStats.extra['minedraft'] where vLLM "
-        "has that field (0003), else kv_connector_stats['minedraft'] (minedraft/metrics/stats.py); the "
-        "front end takes them off before vLLM's loggers run and exports minedraft:* "
+        how="SchedulerStats gains 0003's field extra (default None; added before the process builds "
+        "the msgspec decoder that carries it between processes, so it travels); the scheduler puts its "
+        "counters in extra['minedraft'] (minedraft/metrics/stats.py), leaving kv_connector_stats to a KV "
+        "connector; the front end takes them off before vLLM's loggers run and exports minedraft:* "
         "Prometheus metrics plus a log line; the snapshot adds minedraft:* metrics.",
         upstream_diff="0003-scheduler-stats-extra.patch",
         related_pr=NOT_PROPOSED + " (the stat loggers must also forward the new field)",

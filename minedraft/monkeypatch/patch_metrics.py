@@ -1,19 +1,24 @@
 """Carry MineDraft's scheduler statistics to vLLM's front-end metrics.
 
-The scheduler attaches its counters to ``SchedulerStats`` (the carrier, and
-why, in minedraft/metrics/stats.py); ``StatLoggerManager.record`` detaches
-them before any vLLM logger sees the stats, so vLLM's own logging is unaffected. ``get_metrics_snapshot`` (behind ``LLM.get_metrics()``) only
-lists ``vllm:*`` metrics; the wrapper adds ``minedraft:*``.
-
-Upstream diff: ``patches/0003-scheduler-stats-extra.patch``.
+vLLM 0.32.0's ``SchedulerStats`` has no field for a plugin's statistics; the
+patch adds ``SchedulerStats.extra`` (what patches/0003-scheduler-stats-extra.patch
+proposes upstream) in every vLLM process, when the plugin loads: before the
+process builds the msgspec encoder or decoder that carries the stats from the
+engine core to the front end, so the field travels. A KV connector's
+``kv_connector_stats`` stay its own. The scheduler fills the field
+(minedraft/metrics/stats.py); ``StatLoggerManager.record`` takes MineDraft's
+key out before any vLLM logger sees the stats, so vLLM's own logging is
+unaffected. ``get_metrics_snapshot`` (behind ``LLM.get_metrics()``) only lists
+``vllm:*`` metrics; the wrapper adds ``minedraft:*``.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
-from minedraft.metrics.stats import MineDraftStats, detach
-from minedraft.monkeypatch.patching import Patch, takes
+from minedraft.metrics.stats import EXTRA_FIELD, MineDraftStats, detach
+from minedraft.monkeypatch.patching import NewField, Patch, takes
 
 
 def _wrap_record(original):
@@ -61,9 +66,10 @@ def _wrap_snapshot(original):
     return get_metrics_snapshot
 
 
-def make_patches() -> list[Patch]:
+def make_patches() -> list[Patch | NewField]:
     import vllm.v1.engine.llm_engine as llm_engine
     from vllm.v1.metrics.loggers import StatLoggerManager
+    from vllm.v1.metrics.stats import SchedulerStats
 
     return [
         Patch(
@@ -76,4 +82,5 @@ def make_patches() -> list[Patch]:
         ),
         Patch(llm_engine, {"get_metrics_snapshot": _wrap_snapshot},
               guards={"get_metrics_snapshot": takes()}),
+        NewField(SchedulerStats, EXTRA_FIELD, dict[str, Any] | None),
     ]

@@ -7,11 +7,14 @@ attribute has a guard that checks it still looks as it did in vLLM 0.32.0
 (it exists on the target, takes the same parameters, reads the same globals),
 and nothing is replaced unless every guard of every patch in the group passes.
 A failed guard raises :class:`PatchGuardError` with one line naming the
-attribute and what changed.
+attribute and what changed. :class:`NewField` is the one other kind of patch:
+it adds a field that a vLLM dataclass lacks, guarded the other way round (the
+field must not exist yet).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -132,7 +135,62 @@ class Patch:
         self.originals.clear()
 
 
-def apply_all(patches: Iterable[Patch]) -> list[Patch]:
+# msgspec (vLLM's serialiser between processes) caches a dataclass's fields on the class
+# when it first builds a decoder for it.
+_MSGSPEC_CACHE = "__msgspec_cache__"
+
+
+@dataclass
+class NewField:
+    """Add field ``name`` (default None, not an ``__init__`` parameter) to dataclass ``target``.
+
+    ``__init__`` was generated with the class, so the new field is left out of
+    it: instances read the class default until set. Whatever lists the fields
+    (``dataclasses.fields``, msgspec between vLLM's processes) sees it, provided
+    the process had not built a msgspec decoder for the class yet:
+    msgspec keeps its view of a class's fields from then on (also inside every
+    msgspec Struct that holds it, out of reach), so the guard refuses then.
+    """
+
+    target: type
+    name: str
+    annotation: Any
+    applied: bool = False
+
+    def check(self) -> None:
+        where = f"{describe(self.target)}.{self.name}"
+        if not dataclasses.is_dataclass(self.target):
+            raise PatchGuardError(f"minedraft: cannot add {where}: {describe(self.target)} is not a dataclass")
+        if hasattr(self.target, self.name):
+            raise PatchGuardError(f"minedraft: cannot add {where}: it exists in this vLLM")
+        if _MSGSPEC_CACHE in vars(self.target):
+            raise PatchGuardError(f"minedraft: cannot add {where}: msgspec serialised {describe(self.target)} "
+                                  "in this process before the patch, so the field would not travel")
+
+    def apply(self) -> None:
+        if self.applied:
+            raise RuntimeError(f"field {self.name} of {describe(self.target)} added twice")
+        self.check()
+        # A dataclass built for the purpose makes the Field as the dataclass machinery does.
+        spare = dataclasses.make_dataclass(
+            "_NewField", [(self.name, self.annotation, dataclasses.field(default=None, init=False))])
+        self.target.__dataclass_fields__[self.name] = spare.__dataclass_fields__[self.name]
+        self.target.__annotations__[self.name] = self.annotation
+        setattr(self.target, self.name, None)
+        self.applied = True
+
+    def undo(self) -> None:
+        if not self.applied:
+            return
+        del self.target.__dataclass_fields__[self.name]
+        del self.target.__annotations__[self.name]
+        delattr(self.target, self.name)
+        if _MSGSPEC_CACHE in vars(self.target):  # msgspec's view with the field: it rebuilds one without
+            delattr(self.target, _MSGSPEC_CACHE)
+        self.applied = False
+
+
+def apply_all(patches: Iterable[Patch | NewField]) -> list[Patch | NewField]:
     """Apply a group of patches all or none: every guard runs before anything changes."""
     patches = list(patches)
     for patch in patches:
@@ -142,6 +200,6 @@ def apply_all(patches: Iterable[Patch]) -> list[Patch]:
     return patches
 
 
-def undo_all(patches: Iterable[Patch]) -> None:
+def undo_all(patches: Iterable[Patch | NewField]) -> None:
     for patch in reversed(list(patches)):
         patch.undo()

@@ -9,36 +9,32 @@ from vllm.v1.metrics.stats import SchedulerStats
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats, attach, detach
 
 
-def test_without_an_extra_field_the_payload_rides_in_kv_connector_stats_and_leaves_it_as_it_was():
+def test_the_payload_rides_in_the_extra_field_and_leaves_the_connectors_stats_alone(plugins_loaded):
     stats = SchedulerStats(kv_connector_stats={"nixl": {"bytes": 1}})
     attach(stats, MineDraftStats(parallel_steps=2).to_payload())
-    assert stats.kv_connector_stats[PAYLOAD_KEY]["parallel_steps"] == 2
-    assert MineDraftStats.from_payload(detach(stats)).parallel_steps == 2
+    assert stats.extra[PAYLOAD_KEY]["parallel_steps"] == 2
     assert stats.kv_connector_stats == {"nixl": {"bytes": 1}}
-
-    alone = SchedulerStats()
-    attach(alone, MineDraftStats().to_payload())
-    detach(alone)
-    assert alone.kv_connector_stats is None  # as vLLM would have sent it
+    assert MineDraftStats.from_payload(detach(stats)).parallel_steps == 2 and stats.extra == {}
+    assert SchedulerStats().extra is None  # attach made a new dict, never the class default
 
 
 @dataclass
 class PatchedSchedulerStats(SchedulerStats):
-    """What patches/0003 adds (its upstream test applies the real diff)."""
+    """What patches/0003 adds upstream, a dict by default (its upstream test applies the real diff)."""
 
     extra: dict = field(default_factory=dict)
 
 
-def test_with_an_extra_field_the_payload_uses_it():
-    stats = PatchedSchedulerStats()
+def test_with_vllms_own_extra_dict_the_payload_uses_it():
+    stats = PatchedSchedulerStats(extra={"other": {"n": 1}})
     attach(stats, {"parallel_steps": 1})
-    assert stats.extra == {PAYLOAD_KEY: {"parallel_steps": 1}} and stats.kv_connector_stats is None
-    assert detach(stats) == {"parallel_steps": 1} and stats.extra == {}
+    assert stats.extra == {"other": {"n": 1}, PAYLOAD_KEY: {"parallel_steps": 1}} and stats.kv_connector_stats is None
+    assert detach(stats) == {"parallel_steps": 1} and stats.extra == {"other": {"n": 1}}
 
 
-def test_stats_without_a_payload_are_left_alone():
+def test_stats_without_a_payload_are_left_alone(plugins_loaded):
     stats = SchedulerStats(kv_connector_stats={"nixl": {}})
-    assert detach(stats) is None and stats.kv_connector_stats == {"nixl": {}}
+    assert detach(stats) is None and stats.kv_connector_stats == {"nixl": {}} and stats.extra is None
 
 
 def test_steps_by_depth_survive_the_payload():

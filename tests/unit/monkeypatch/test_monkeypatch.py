@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from minedraft.monkeypatch import LEDGER, make_patches
-from minedraft.monkeypatch.patching import PatchGuardError, apply_all
+from minedraft.monkeypatch.patching import Patch, PatchGuardError, apply_all
 
 
 def _make_args(name: str, request: pytest.FixtureRequest) -> tuple:
@@ -21,7 +21,7 @@ def _make_args(name: str, request: pytest.FixtureRequest) -> tuple:
 
 def _snapshot(patches) -> list:
     """What each patched attribute is now, code objects included (forward_context swaps code)."""
-    values = [vars(p.target).get(name) for p in patches for name in p.replacements]
+    values = [vars(p.target).get(name) for p in patches if isinstance(p, Patch) for name in p.replacements]
     return [(v, getattr(v, "__code__", None)) for v in values]
 
 
@@ -29,10 +29,11 @@ def _snapshot(patches) -> list:
 @pytest.mark.parametrize("change", ["removed", "not_a_function"])
 def test_every_guard_refuses_a_changed_attribute_before_anything_is_patched(name, change, request):
     """Each attribute of each patch in turn is removed or replaced by a plain
-    object: the whole group must refuse in one line and change nothing."""
+    object: the whole group must refuse in one line and change nothing. (A group's
+    NewField, which adds an attribute, comes last; its guards: test_patching.py.)"""
     patches = make_patches(name, *_make_args(name, request))
     before = _snapshot(patches)
-    for target, attr in [(p.target, a) for p in patches for a in p.replacements]:
+    for target, attr in [(p.target, a) for p in patches if isinstance(p, Patch) for a in p.replacements]:
         with pytest.MonkeyPatch.context() as mp:
             if change == "removed":
                 mp.delattr(target, attr)

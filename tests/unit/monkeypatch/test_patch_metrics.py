@@ -6,19 +6,36 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
+def test_patch_metrics_adds_a_field_that_crosses_from_engine_core_to_front_end_beside_a_connectors_stats():
+    """What the engine core sends the front end, through vLLM's own serialisation: MineDraft's
+    counters in SchedulerStats.extra, a KV connector's statistics untouched in kv_connector_stats."""
+    from vllm.v1.engine import EngineCoreOutputs
+    from vllm.v1.metrics.stats import SchedulerStats
+    from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
+
+    from minedraft.metrics.stats import MineDraftStats, attach, detach
+
+    sent = SchedulerStats(num_running_reqs=2, kv_connector_stats={"num_successful_transfers": 4})
+    attach(sent, MineDraftStats(parallel_steps=5).to_payload())
+    received = MsgpackDecoder(EngineCoreOutputs).decode(
+        MsgpackEncoder().encode(EngineCoreOutputs(scheduler_stats=sent))).scheduler_stats
+    assert MineDraftStats.from_payload(detach(received)).parallel_steps == 5
+    assert received.kv_connector_stats == {"num_successful_transfers": 4} and received.num_running_reqs == 2
+    assert SchedulerStats().extra is None  # an engine without MineDraft's scheduler sends nothing more
+
+
 def test_patch_metrics_takes_minedraft_stats_out_before_vllm_loggers():
     from minedraft.metrics.prometheus import MineDraftMetrics
     from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats
     from minedraft.monkeypatch.patch_metrics import _wrap_record, _wrap_snapshot
 
     seen = []
-    record = _wrap_record(lambda self, stats, *a, **k: seen.append(stats.kv_connector_stats))
+    record = _wrap_record(lambda self, stats, *a, **k: seen.append(stats.extra))
     counter = MineDraftMetrics.get().counters["parallel_steps"]
     before = {engine: counter.labels(engine=engine)._value.get() for engine in ("0", "1")}
-    stats = SimpleNamespace(kv_connector_stats={PAYLOAD_KEY: MineDraftStats(parallel_steps=3).to_payload(),
-                                                "connector": 1})
+    stats = SimpleNamespace(extra={PAYLOAD_KEY: MineDraftStats(parallel_steps=3).to_payload(), "other": 1})
     record(None, stats, None, None, 1)  # data parallel rank 1's engine core
-    assert seen == [{"connector": 1}]  # vLLM's loggers never see MineDraft's key
+    assert seen == [{"other": 1}]  # vLLM's loggers never see MineDraft's key
     assert counter.labels(engine="1")._value.get() == before["1"] + 3
     assert counter.labels(engine="0")._value.get() == before["0"]
 

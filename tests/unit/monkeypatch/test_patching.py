@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
+from dataclasses import dataclass, fields
 
 import pytest
 
 from minedraft.monkeypatch.patching import (
+    NewField,
     Patch,
     PatchGuardError,
     all_of,
@@ -119,3 +122,44 @@ def test_a_group_applies_all_or_none():
 def test_guards(guard, obj, problem):
     found = guard(obj)
     assert (found is None) if problem is None else (found is not None and found.startswith(problem))
+
+
+@dataclass
+class Stats:
+    count: int = 0
+
+
+def test_a_new_field_travels_through_msgspec_and_undo_removes_it():
+    import msgspec
+
+    new = NewField(Stats, "extra", dict[str, int] | None)
+    apply_all([new])
+    try:
+        assert "extra" not in inspect.signature(Stats).parameters  # __init__ is as it was
+        carried = Stats(count=1)
+        carried.extra = {"steps": 3}
+        back = msgspec.msgpack.Decoder(Stats).decode(msgspec.msgpack.encode(carried))
+        assert (back.count, back.extra) == (1, {"steps": 3}) and Stats().extra is None
+        assert [f.name for f in fields(Stats)] == ["count", "extra"]
+    finally:
+        undo_all([new])
+    assert not hasattr(Stats, "extra") and [f.name for f in fields(Stats)] == ["count"]
+    assert not hasattr(msgspec.msgpack.Decoder(Stats).decode(msgspec.msgpack.encode(Stats())), "extra")
+
+
+def test_a_new_field_is_refused_where_it_exists_or_would_not_travel():
+    import msgspec
+
+    with pytest.raises(PatchGuardError, match=r"Stats\.count: it exists in this vLLM"):
+        NewField(Stats, "count", int).apply()
+    with pytest.raises(PatchGuardError, match="is not a dataclass"):
+        NewField(Engine, "extra", int).apply()
+
+    @dataclass
+    class Serialised:
+        count: int = 0
+
+    msgspec.msgpack.Decoder(Serialised)  # msgspec now keeps its view of the fields
+    with pytest.raises(PatchGuardError, match="msgspec serialised .* so the field would not travel"):
+        NewField(Serialised, "extra", int).apply()
+    assert not hasattr(Serialised, "extra")
