@@ -129,14 +129,14 @@ class MineDraftScheduler(Scheduler):
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
         fixed = _fixed_depth_drafter(self.vllm_config.speculative_config)
-        if fixed is not None and self.settings.speculation_depth is None:
-            # Measured on CPU (benchmarks/README.md): choosing how many of K drafts to verify saved less
-            # than the controller's probes cost, so only a user's speculation_depth=auto asks for it.
-            logger.info("MineDraft: %s drafts num_speculative_tokens=%d tokens each step and they are all "
-                        "verified (speculation_depth=auto: the depth controller chooses how many).",
-                        fixed, self.num_spec_tokens)
-            return None
         if fixed is not None:
+            if self.settings.speculation_depth is None:
+                # Measured on CPU (benchmarks/README.md): choosing how many of K drafts to verify saved less
+                # than the controller's probes cost, so only a user's speculation_depth=auto asks for it.
+                logger.info("MineDraft: %s drafts num_speculative_tokens=%d tokens each step and they are all "
+                            "verified (speculation_depth=auto: the depth controller chooses how many).",
+                            fixed, self.num_spec_tokens)
+                return None
             # vLLM's drafter makes K drafts every step; the controller chooses how many of them the target
             # verifies. The draft costs the same at every depth, so the draft-cost prior rules none out.
             self._verified_depth_only = True

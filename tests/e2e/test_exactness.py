@@ -41,11 +41,6 @@ def kit():
 
 
 @pytest.fixture(scope="module")
-def target_alone(mix_target_alone):
-    return mix_target_alone
-
-
-@pytest.fixture(scope="module")
 def stock_sd(kit):
     return run_engine("stock_sd", kit)
 
@@ -110,14 +105,14 @@ MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedra
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
-def test_stock_sd_matches_target(target_alone, run, request):
-    assert request.getfixturevalue(run)["tokens"] == target_alone["tokens"]
+def test_stock_sd_matches_target(mix_target_alone, run, request):
+    assert request.getfixturevalue(run)["tokens"] == mix_target_alone["tokens"]
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
-def test_minedraft_matches_target_and_stock_sd(target_alone, stock_sd, run, request):
+def test_minedraft_matches_target_and_stock_sd(mix_target_alone, stock_sd, run, request):
     minedraft = request.getfixturevalue(run)
-    assert minedraft["tokens"] == target_alone["tokens"]
+    assert minedraft["tokens"] == mix_target_alone["tokens"]
     assert minedraft["tokens"] == stock_sd["tokens"]
 
 
@@ -176,8 +171,8 @@ def test_process_drafter_accepts_like_stock_sd(stock_sd, minedraft_process):
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
-def test_workload_forced_preemption(target_alone, run, request):
-    assert target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
+def test_workload_forced_preemption(mix_target_alone, run, request):
+    assert mix_target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
     assert request.getfixturevalue(run)["metrics"].get("vllm:num_preemptions", 0) > 0
 
 
@@ -187,14 +182,14 @@ def test_draft_lane_fault_becomes_an_engine_error(kit):
                         num_requests=8, timeout=300)
 
 
-def test_a_late_then_dead_drafter_costs_drafts_not_tokens(kit, target_alone, tmp_path):
+def test_a_late_then_dead_drafter_costs_drafts_not_tokens(kit, mix_target_alone, tmp_path):
     """The draft engine stalls 3 s in its 3rd job (the target waits 0.5 s, then verifies without
     drafts) and exits in its 12th: one error line, and the engine finishes every request exactly."""
     settings = {**PROCESS_DRAFTER, "drafter_timeout_s": 0.5}
     result = run_with_faults("drafter_stall,drafter_exit", "minedraft_parallel", str(kit.target),
                              str(kit.draft_perturbed), minedraft=settings, env={"MINEDRAFT_FAULT_STALL_S": "3"},
                              log_dir=tmp_path)
-    assert result["tokens"] == target_alone["tokens"]
+    assert result["tokens"] == mix_target_alone["tokens"]
     m = result["metrics"]
     assert m["minedraft:late_drafts"] > 0 and m["minedraft:parallel_steps"] > 0
     log = (tmp_path / "minedraft_parallel.log").read_text()
