@@ -97,10 +97,11 @@ def served(name: str, kit, chat_template: Path, log_dir: Path, minedraft: bool,
 
 
 @contextmanager
-def headless(name: str, kit, log_dir: Path, extra_args: tuple[str, ...]) -> Iterator[launch_server.Server]:
+def headless(name: str, kit, log_dir: Path, extra_args: tuple[str, ...],
+             env: dict[str, str] | None = None) -> Iterator[launch_server.Server]:
     """vLLM's headless engine cores (``--headless``: data-parallel ranks of another host's front end),
     MineDraft pinned to parallel mode as in :func:`served`; stopped on exit."""
-    started = launch_server.start(name, _engine(kit, True, None, None), log_dir, env=SERVER_ENV,
+    started = launch_server.start(name, _engine(kit, True, None, None), log_dir, env={**SERVER_ENV, **(env or {})},
                                   extra_args=("--headless", *extra_args))
     try:
         yield started

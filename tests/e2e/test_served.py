@@ -328,8 +328,12 @@ MIX_ARGS = ("--enable-chunked-prefill", "--max-num-batched-tokens", "128", "--en
 ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 
 
-def mix_answers(server: Server, requests: list[dict]) -> list[list[int]]:
-    """The exactness mix through the completions API, all in flight at once: each request's tokens."""
+def mix_answers(server: Server, kit, alone: dict) -> list[list[int]]:
+    """The exactness mix through the completions API, all in flight at once: each request's tokens
+    (``alone``: the offline target alone's run on the mix, for its length)."""
+    from transformers import AutoTokenizer
+
+    requests = workload(0, len(alone["tokens"]), AutoTokenizer.from_pretrained(str(kit.target)).vocab_size)
     client = server.client()
 
     def tokens(req: dict) -> list[int]:
@@ -345,13 +349,10 @@ def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, m
     with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that preempts): the served
     workload's answers and the 48-request exactness mix's tokens, metrics and the server log; then rank 1's
     engine core is SIGKILLed."""
-    from transformers import AutoTokenizer
-
     alone = mix_target_alone  # the offline target alone on the mix (test_exactness.py's)
-    mix = workload(0, len(alone["tokens"]), AutoTokenizer.from_pretrained(str(kit.target)).vocab_size)
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
                 extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
-        run = {**answers(server), "mix": mix_answers(server, mix), "mix_alone": alone["tokens"]}
+        run = {**answers(server), "mix": mix_answers(server, kit, alone), "mix_alone": alone["tokens"]}
         run |= {"metrics": server.counters_after_answers(), "log": server.log.read_text()}
         return {**run, "rank_killed": kill_a_rank(server, rank=1)}
 
@@ -392,16 +393,21 @@ def left_running(processes: list) -> list[tuple[int, str]]:
     return running
 
 
-def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
-    assert_same_answers(data_parallel_run, target_answers)
-    got, want = data_parallel_run["mix"], data_parallel_run["mix_alone"]
+def assert_mix_exact_on_both_ranks(run: dict) -> None:
+    """The 48-request mix as the target alone answered it, both ranks overlapping, the cache preempting."""
+    got, want = run["mix"], run["mix_alone"]
     assert len(got) == len(want) == 48
     assert [i for i, (g, w) in enumerate(zip(got, want)) if g != w] == [], "mix requests differ from the target alone"
-    m = data_parallel_run["metrics"]
+    m = run["metrics"]
     for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
         assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
         assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
     assert m.get("vllm:num_preemptions_total", 0) > 0, m  # the KV cache overflowed: requests were preempted
+
+
+def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
+    assert_same_answers(data_parallel_run, target_answers)
+    assert_mix_exact_on_both_ranks(data_parallel_run)
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
 
@@ -414,23 +420,26 @@ def test_a_killed_rank_ends_the_server_as_in_stock_vllm(data_parallel_run):
 
 
 @pytest.fixture(scope="module")
-def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir) -> dict:
+def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir, mix_target_alone) -> dict:
     """Multi-node data parallelism as vLLM starts it, on one host: a front end with one local rank
-    and a second process holding rank 1 (``--headless --data-parallel-start-rank 1``); then the
-    front end is SIGKILLed."""
+    and a second process holding rank 1 (``--headless --data-parallel-start-rank 1``), a core each,
+    both with the exactness mix's engine arguments: the served workload's answers and the mix's tokens and
+    metrics; then the front end is SIGKILLed."""
     layout = ("--data-parallel-size", "2", "--data-parallel-size-local", "1", "--data-parallel-address", "127.0.0.1",
-              "--data-parallel-rpc-port", str(free_port()))
-    with headless("minedraft-headless-rank1", kit, log_dir, (*layout, "--data-parallel-start-rank", "1")), \
-            served("minedraft-head", kit, chat_template, log_dir, minedraft=True, extra_args=layout) as server:
-        run = {**answers(server), "metrics": server.counters_after_answers()}
+              "--data-parallel-rpc-port", str(free_port()), *MIX_ARGS)
+    # Each process holds one local rank (local rank 0 of its own): the head's on core 0, the headless one's on 1.
+    with headless("minedraft-headless-rank1", kit, log_dir, (*layout, "--data-parallel-start-rank", "1"),
+                  env={"VLLM_CPU_OMP_THREADS_BIND": "1"}), \
+            served("minedraft-head", kit, chat_template, log_dir, minedraft=True, extra_args=layout,
+                   env={"VLLM_CPU_OMP_THREADS_BIND": "0"}) as server:
+        run = {**answers(server), "mix": mix_answers(server, kit, mix_target_alone),
+               "mix_alone": mix_target_alone["tokens"], "metrics": server.counters_after_answers()}
         return {**run, "front_end_killed": kill_the_front_end(server)}
 
 
 def test_a_headless_rank_serves_exactly_with_parallel_steps(target_answers, headless_run):
     assert_same_answers(headless_run, target_answers)
-    m = headless_run["metrics"]
-    assert m.get("minedraft:parallel_steps_total{engine=1}", 0) > 0, m  # the headless process's rank
-    assert m.get("minedraft:parallel_steps_total{engine=0}", 0) > 0, m
+    assert_mix_exact_on_both_ranks(headless_run)  # engine 1: the headless process's rank
 
 
 def test_a_killed_front_end_takes_its_processes_with_it(headless_run):
