@@ -35,6 +35,10 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
     if device.kind == "cpu":
         _warn_if_target_uses_drafter_cores(device)
     k = spec["num_speculative_tokens"]
+    if spec.pop("parallel_drafting", False):
+        logger.info("MineDraft process drafter: %s drafts one token per forward in its engine, k forwards beside "
+                    "the target's (parallel_drafting, k drafts from one forward with mask tokens, is vLLM's "
+                    "in-worker drafter's way); a PARD model drafts either way.", spec["model"])
     engine_args.additional_config = {**(engine_args.additional_config or {}),
                                      DRAFT_ENGINE_KEY: draft_engine_kwargs(engine_args, spec, device)}
     target_spec = {key: value for key, value in spec.items() if key not in DRAFT_MODEL_KEYS}
@@ -52,13 +56,12 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
     """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
     method = spec.get("method") or "draft_model"
     if method != "draft_model" or not spec.get("model"):
+        # EAGLE heads, MTP layers, DFlash and Medusa draft from the target's hidden states, which stay in the
+        # target's process; n-gram and suffix decoding run no model.
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
-            f"'draft_model' with a 'model', got method {method!r}.")
-    if spec.get("parallel_drafting"):
-        raise MineDraftConfigError(
-            "MINEDRAFT_DRAFTER=process drafts one token per draft forward: drop parallel_drafting or the "
-            "process drafter.")
+            f"'draft_model' with a 'model' (PARD included), got method {method!r}, which drafts from the "
+            f"target's hidden states or runs no model; use the in-process drafter (the default).")
     if spec.get("draft_sample_method") not in (None, "greedy"):
         # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
         raise MineDraftConfigError(

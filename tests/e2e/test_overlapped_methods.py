@@ -11,7 +11,9 @@ accepted as many drafts as stock SD with the same config (within a tenth: batche
 rounding may move a tie), which a deferred call that fed the drafter stale or foreign inputs would not.
 Under ``auto`` the depth controller moved the depth MTP drafts at; parallel drafting and suffix decoding
 draft K every step and stay at K, and with ``speculation_depth: auto`` (run for P-EAGLE, whose draft
-catch-up once crashed the worker) the controller moved the number of drafts verified.
+catch-up once crashed the worker) the controller moved the number of drafts verified. PARD's draft
+model also runs in the process drafter's engine (one token per forward there): exact, parallel steps,
+drafts accepted.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ CASES = {"mtp": 2, "pard": 3, "peagle": 3, "suffix": 3}
 MODES = ("stock_sd", "minedraft_parallel", "minedraft_auto")
 ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
 VERIFIED_DEPTH_RUN = {"peagle"}  # also run under auto with speculation_depth auto
+PROCESS_DRAFTER_RUN = {"pard"}  # also run pinned to parallel steps with the process drafter on core 1
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -41,6 +45,8 @@ def method_runs(request, method_checkpoints, targets_alone):
     if name in VERIFIED_DEPTH_RUN:
         runs["minedraft_auto_verified_depth"] = run_spec("minedraft_auto", target, spec,
                                                          minedraft={"speculation_depth": "auto"})
+    if name in PROCESS_DRAFTER_RUN:
+        runs["minedraft_parallel_process"] = run_spec("minedraft_parallel", target, spec, minedraft=PROCESS_DRAFTER)
     return name, targets_alone(target), runs
 
 
@@ -70,3 +76,11 @@ def test_the_depth_controller_moves_where_it_chooses(method_runs):
     if "minedraft_auto_verified_depth" in runs:
         verified = steps_by_depth(runs["minedraft_auto_verified_depth"]["metrics"])
         assert len(verified) >= 2, (name, verified)
+
+
+def test_a_draft_model_style_method_drafts_in_the_process_drafter(method_runs):
+    name, _, runs = method_runs
+    if "minedraft_parallel_process" not in runs:
+        pytest.skip(f"{name} drafts from the target's hidden states or runs no model: it stays in-process")
+    m = runs["minedraft_parallel_process"]["metrics"]
+    assert m["minedraft:parallel_steps"] > 0 and m["vllm:spec_decode_num_accepted_tokens"] > 0, m

@@ -37,12 +37,19 @@ def test_front_end_gives_the_target_a_proposer_and_the_drafter_its_engine(model_
     assert MineDraftSettings.of(vllm_config).drafter == "process"
 
 
+def test_a_pard_draft_goes_to_the_draft_engine_which_drafts_it_one_token_per_forward(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"}, parallel_drafting=True)
+    vllm_config = args.create_engine_config()
+    spec = vllm_config.speculative_config
+    assert (spec.method, spec.num_speculative_tokens, spec.parallel_drafting) == ("custom_class", 3, False)
+    assert vllm_config.additional_config[DRAFT_ENGINE_KEY]["model"] == model_dir
+
+
 @pytest.mark.parametrize(("minedraft", "spec", "message"), [
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "ngram", "model": None,
                                                          "prompt_lookup_max": 3},
-     "the speculative method must be 'draft_model'"),
+     r"the speculative method must be 'draft_model' with a 'model' \(PARD included\), got method 'ngram'"),
     ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares GPU 0 with the target"),
-    ({"drafter": "process", "drafter_device": "cpu:1"}, {"parallel_drafting": True}, "drop parallel_drafting"),
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"draft_sample_method": "probabilistic"},
      "not the probabilities that draft_sample_method 'probabilistic' needs"),
 ])
