@@ -3,7 +3,7 @@
 A prefill instance (stock SD with the same draft model, so that the draft layers' KV is stored with the
 target's) computes the 24-request mix (method_runs.py) and stores every prompt's KV through vLLM's
 ``ExampleConnector`` (``kv_producer``, a folder on disk; with the fix of patches/0010 for prompts
-shorter than a block, example_connector_fix.py); then a decode instance with MineDraft pinned to
+shorter than a block, harness/example_connector_fix.py); then a decode instance with MineDraft pinned to
 parallel mode (``kv_consumer``) serves the same requests, loading that KV instead of computing it. With a
 KV connector MineDraft runs its stock path (minedraft/config/stock_path.py: the connector stores a
 prefill step's draft-layer KV in that step). Greedy output must equal the target alone's, the decode
@@ -13,7 +13,7 @@ instance doing both (within 5 %): the prefill instance, which also decodes every
 Both instances run without prefix caching and preemption (see NO_PREFIX_CACHING, NO_PREEMPTION) and
 keep the mix's chunked prefill (128 tokens a step): the prefill instance stores prompts computed in
 chunks, which vLLM 0.32's ExampleConnector stored in part (its first step's blocks), the failure on CPU
-that example_connector_fix.py mends.
+that harness/example_connector_fix.py mends.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ NO_PREEMPTION = {"num_gpu_blocks_override": None}
 
 
 def _connector(role: str, store) -> dict:
-    """vLLM's ExampleConnector, with the fix of patches/0010 (example_connector_fix.py)."""
+    """vLLM's ExampleConnector, with the fix of patches/0010 (harness/example_connector_fix.py)."""
     return {"kv_transfer_config": {"kv_connector": "WholeBlockExampleConnector",
-                                   "kv_connector_module_path": "tests.e2e.example_connector_fix", "kv_role": role,
+                                   "kv_connector_module_path": "harness.example_connector_fix", "kv_role": role,
                                    "kv_connector_extra_config": {"shared_storage_path": str(store)}}}
 
 

@@ -36,7 +36,7 @@ this machine), so it is only applied; its behaviour is tested through the
 monkeypatch that mirrors it (``tests/unit/monkeypatch/test_patch_cpu_kernel_lock.py``;
 each patch module has its ``test_patch_<name>.py`` there), as 0001-0004, 0006 and 0009 also are (0007
 and 0008 replace subclasses, not monkeypatches; 0010 the tests' connector subclass,
-``tests/e2e/example_connector_fix.py``).
+``harness/example_connector_fix.py``).
 """
 
 from __future__ import annotations

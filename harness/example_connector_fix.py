@@ -1,7 +1,8 @@
-"""vLLM 0.32's ExampleConnector with patches/0010-example-connector-roles-and-short-prompts.patch, for the tests.
+"""vLLM 0.32's ExampleConnector with patches/0010-example-connector-roles-and-short-prompts.patch.
 
-Loaded by vLLM through ``kv_connector_module_path`` (``tests.e2e.example_connector_fix``) in the
-disaggregated prefill/decode test. Unpatched, the connector:
+Loaded by vLLM through ``kv_connector_module_path`` (``harness.example_connector_fix``) in the
+disaggregated prefill/decode test and benchmark (tests/e2e/test_disaggregated.py,
+benchmarks/disaggregated.py): 1P1D on CPU. Unpatched, the connector:
 
 * stores a prompt with the blocks of its first step only, so a prompt computed in chunks is stored in
   part and its consumer fails on the shape of what it loads ("shape mismatch: value tensor of shape
