@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
-from openai import OpenAI
+from openai import APIConnectionError, OpenAI
 from served_engine import (  # the servers, shared with the soak test
     CHAT_TEMPLATE,
     LOG_TAIL_CHARS,
@@ -337,7 +337,15 @@ def mix_answers(server: Server, kit, alone: dict) -> list[list[int]]:
     client = server.client()
 
     def tokens(req: dict) -> list[int]:
-        return _completion(client, {"prompt": req["prompt_token_ids"], "max_tokens": req["max_tokens"]})["token_ids"]
+        body = {"prompt": req["prompt_token_ids"], "max_tokens": req["max_tokens"]}
+        try:
+            return _completion(client, body)["token_ids"]
+        except APIConnectionError:
+            # Once in a CI run (2026-11-27, DP 2, the machine loaded by another job): "Server disconnected
+            # without sending a response" for one of the 48, the server logging no error; the test passed
+            # alone right after. Sent again, once: a greedy completion's tokens do not depend on how often
+            # it is sent.
+            return _completion(client, body)["token_ids"]
 
     with ThreadPoolExecutor(max_workers=len(requests)) as pool:
         return list(pool.map(tokens, requests))
