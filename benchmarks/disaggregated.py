@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the tooling (harness/, modelkit/) runs from the checkout
 
 from harness import server as launch_server  # noqa: E402
-from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
+from harness.engine_args import Speculation, engine_kwargs, example_connector  # noqa: E402
 from serving import rotated  # noqa: E402  (the serving benchmark's rotating order)
 
 K = 3
@@ -77,11 +77,6 @@ RATIOS = {"1p1d_vs_single": ("1p1d", "single"), "1p1d_vs_1p1d_stock": ("1p1d", "
 OUT = HERE / "results" / "cpu" / "disaggregated.json"
 
 
-def connector(role: str, store: Path) -> dict:
-    return {"kv_connector": "WholeBlockExampleConnector", "kv_connector_module_path": "harness.example_connector_fix",
-            "kv_role": role, "kv_connector_extra_config": {"shared_storage_path": str(store)}}
-
-
 def start_servers(kit, log_dir: Path) -> dict[str, launch_server.Server]:
     speculation = Speculation(str(kit.draft_perturbed), K)
     stock, minedraft = (engine_kwargs(mode, str(kit.target), speculation, max_model_len=1024)
@@ -89,10 +84,10 @@ def start_servers(kit, log_dir: Path) -> dict[str, launch_server.Server]:
     stores = {pair: Path(tempfile.mkdtemp(prefix=f"kv-store-{pair}-")) for pair in ("1p1d", "1p1d_stock")}
     engines = {
         "single": stock,
-        "prefill": {**stock, "kv_transfer_config": connector("kv_producer", stores["1p1d"])},
-        "decode": {**minedraft, "kv_transfer_config": connector("kv_consumer", stores["1p1d"])},
-        "prefill_stock": {**stock, "kv_transfer_config": connector("kv_producer", stores["1p1d_stock"])},
-        "decode_stock": {**stock, "kv_transfer_config": connector("kv_consumer", stores["1p1d_stock"])},
+        "prefill": {**stock, "kv_transfer_config": example_connector("kv_producer", stores["1p1d"])},
+        "decode": {**minedraft, "kv_transfer_config": example_connector("kv_consumer", stores["1p1d"])},
+        "prefill_stock": {**stock, "kv_transfer_config": example_connector("kv_producer", stores["1p1d_stock"])},
+        "decode_stock": {**stock, "kv_transfer_config": example_connector("kv_consumer", stores["1p1d_stock"])},
     }
     servers = {}
     for name, engine in engines.items():

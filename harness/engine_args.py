@@ -69,3 +69,10 @@ def serve_flags(kwargs: dict[str, Any]) -> list[str]:
         else:
             argv += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
     return argv
+
+
+def example_connector(role: str, store) -> dict[str, Any]:
+    """``kv_transfer_config`` of vLLM's ExampleConnector with patches/0010's fix (harness/example_connector_fix.py),
+    storing in folder ``store``; ``role``: ``kv_producer`` (a prefill instance) or ``kv_consumer`` (a decode one)."""
+    return {"kv_connector": "WholeBlockExampleConnector", "kv_connector_module_path": "harness.example_connector_fix",
+            "kv_role": role, "kv_connector_extra_config": {"shared_storage_path": str(store)}}

@@ -3,7 +3,7 @@
 vLLM 0.32.0's ``SchedulerStats`` has no field for a plugin's statistics; the
 patch adds ``SchedulerStats.extra`` (what patches/0003-scheduler-stats-extra.patch
 proposes upstream) in every vLLM process, when the plugin loads: before the
-process builds the msgspec encoder or decoder that carries the stats from the
+process builds the msgspec decoder that carries the stats from the
 engine core to the front end, so the field travels. A KV connector's
 ``kv_connector_stats`` stay its own. The scheduler fills the field
 (minedraft/metrics/stats.py); ``StatLoggerManager.record`` takes MineDraft's

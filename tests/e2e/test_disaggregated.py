@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.engine_args import example_connector
 from harness.sidebyside import run_mode
 from tests.e2e.method_runs import N_REQUESTS, mismatched
 
@@ -34,13 +35,6 @@ NO_PREFIX_CACHING = {"enable_prefix_caching": False}
 NO_PREEMPTION = {"num_gpu_blocks_override": None}
 
 
-def _connector(role: str, store) -> dict:
-    """vLLM's ExampleConnector, with the fix of patches/0010 (harness/example_connector_fix.py)."""
-    return {"kv_transfer_config": {"kv_connector": "WholeBlockExampleConnector",
-                                   "kv_connector_module_path": "harness.example_connector_fix", "kv_role": role,
-                                   "kv_connector_extra_config": {"shared_storage_path": str(store)}}}
-
-
 @pytest.fixture(scope="module")
 def runs(method_checkpoints, targets_alone, tmp_path_factory):
     from modelkit import build_kit
@@ -48,10 +42,11 @@ def runs(method_checkpoints, targets_alone, tmp_path_factory):
     target, draft = method_checkpoints.target, str(build_kit().draft_perturbed)
     store, logs = tmp_path_factory.mktemp("kv_store"), tmp_path_factory.mktemp("disaggregated")
     common = {"k": K, "num_requests": N_REQUESTS, "log_dir": logs}
-    prefill = run_mode("stock_sd", target, draft, name="prefill", **common,
-                       engine_extra={**_connector("kv_producer", store), **NO_PREFIX_CACHING, **NO_PREEMPTION})
-    decode = run_mode("minedraft_parallel", target, draft, name="decode", **common,
-                      engine_extra={**_connector("kv_consumer", store), **NO_PREFIX_CACHING, **NO_PREEMPTION})
+    def engine(role: str) -> dict:
+        return {"kv_transfer_config": example_connector(role, store), **NO_PREFIX_CACHING, **NO_PREEMPTION}
+
+    prefill = run_mode("stock_sd", target, draft, name="prefill", **common, engine_extra=engine("kv_producer"))
+    decode = run_mode("minedraft_parallel", target, draft, name="decode", **common, engine_extra=engine("kv_consumer"))
     return {"alone": targets_alone(target), "prefill": prefill, "decode": decode,
             "decode_log": (logs / "decode.log").read_text(errors="replace"), "stored": any(store.iterdir())}
 
