@@ -1,6 +1,7 @@
 """Tiny checkpoints for the speculative methods beyond draft_model and eagle3, made from the kit.
 
-Each is built in seconds from the cached kit (no training) and was run with
+Each is built in seconds from the cached kit (the Medusa heads are trained, about
+20 s) and was run with
 stock vLLM 0.32 on CPU (float32, eager, greedy): every method's output equals
 its target's alone.
 
@@ -10,11 +11,11 @@ its target's alone.
   weight ``[1, n_aux * target_hidden]`` (``method: eagle3``,
   ``parallel_drafting: true``). ``mask_hidden`` is zeros, so every mask slot's
   hidden state is ``fc(0) = 0``: only the first draft token is a real guess.
-* ``medusa``: ``MEDUSA_HEADS`` heads for the kit target, residual blocks all
-  zero (``x + silu(0 @ x) = x``) and every head's LM head the target's, so each
-  head drafts the target's own greedy guess from the last hidden state, i.e.
-  the token just sampled, repeated (accepted when the target repeats a token).
-  Its config has no key holding both "num" and "heads" but ``num_heads``: vLLM's
+* ``medusa``: ``MEDUSA_HEADS`` heads for the kit target, each head's LM head
+  the target's and its residual block fitted to the target's greedy text
+  (``medusa.py``; per-head agreement in the marker). Zero blocks would draft
+  the token just sampled, repeated, which the kit target's text almost never
+  accepts. Its config has no key holding both "num" and "heads" but ``num_heads``: vLLM's
   ``MedusaConfig.from_pretrained`` would rename it.
 * ``mtp_target``: a MiMo-style Qwen2 target (``MiMoForCausalLM``,
   ``num_nextn_predict_layers: 1``) with the kit target's weights and zero q/k/v
@@ -48,6 +49,7 @@ from dataclasses import dataclass
 
 from minedraft.config import environment
 from modelkit import cache
+from modelkit.specs import DISTILL, MEDUSA_DISTILL
 
 METHODS_VERSION = 1
 CHECKPOINTS = ("pard", "peagle", "medusa", "mtp_target", "dflash_target", "dflash")
@@ -70,8 +72,8 @@ _UPSTREAM = {
 _RECIPES = {
     "pard": {"pard_token": MASK_TOKEN_ID},
     "peagle": {"ptd_token_id": MASK_TOKEN_ID, "mask_hidden": "zeros"},
-    "medusa": {"num_heads": MEDUSA_HEADS, "num_hidden_layers": 1, "blocks": "zeros",
-               "lm_heads": "target"},
+    "medusa": {"num_heads": MEDUSA_HEADS, "num_hidden_layers": 1, "blocks": "trained",
+               "lm_heads": "target", "data": DISTILL, "distill": MEDUSA_DISTILL},
     "mtp_target": {"arch": "MiMoForCausalLM/qwen2", "qkv_bias": "zeros", "mtp_layers": MTP_LAYERS,
                    "mtp_block": "target_last_layer", "input_proj": "[0|I]"},
     "dflash_target": {"arch": "Qwen3ForCausalLM", "qk_norm": "ones"},
@@ -273,21 +275,21 @@ def _build_peagle(kit, out: str) -> dict:
 
 
 def _build_medusa(kit, out: str) -> dict:
-    import torch
+    from modelkit.build import AGREEMENT_PROMPTS, _agreement_sequences
+    from modelkit.medusa import head_agreement, medusa_tensors, train_medusa
+    from modelkit.models import distill_data, load_model, quiet_transformers
 
     target_cfg = _read_config(kit.target)
-    hidden = target_cfg["hidden_size"]
-    lm_head = _load(kit.target)["lm_head.weight"]
-    tensors = {}
-    for h in range(MEDUSA_HEADS):
-        tensors[f"blocks.{h}.layers.0.weight"] = torch.zeros(hidden, hidden)
-        tensors[f"lm_heads.{h}.weight"] = lm_head.clone()
-    config = {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": hidden,
+    with quiet_transformers():
+        target = load_model(kit.target)
+        heads = train_medusa(target, distill_data(target, kit.target), MEDUSA_HEADS, DISTILL["prompt_tokens"])
+        agreement = head_agreement(heads, target, _agreement_sequences(kit, target), AGREEMENT_PROMPTS["n_tokens"])
+    config = {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": target_cfg["hidden_size"],
               "vocab_size": target_cfg["vocab_size"], "num_heads": MEDUSA_HEADS, "num_hidden_layers": 1,
               "dtype": "float32"}
     _write_config(out, config)
-    _save(tensors, out)
-    return {}
+    _save(medusa_tensors(heads), out)
+    return {"agreement_per_head": agreement}
 
 
 def _build_mtp_target(kit, out: str) -> dict:

@@ -348,4 +348,6 @@ def _fixed_depth_drafter(spec) -> str | None:
         return "parallel drafting"
     if spec.method == "suffix":
         return "suffix decoding"  # SuffixDecodingProposer.propose asserts its depth is K
+    if spec.method == "medusa":
+        return "Medusa"  # MedusaProposer.propose asserts its depth is K: one head per draft token
     return None

@@ -18,7 +18,6 @@ from tests.e2e.method_runs import mismatched, run_spec
 STOCK_PATH_LINE = "MineDraft runs its stock path"
 # name -> (MineDraft's mode row, k, the reason the INFO line gives).
 CASES = {
-    "medusa": ("minedraft_auto", 2, "speculative method 'medusa'"),
     "dflash": ("minedraft_parallel", 3, "speculative method 'dflash'"),
 }
 

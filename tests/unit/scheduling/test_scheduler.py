@@ -207,6 +207,7 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
     ("draft_model", True, "parallel drafting"),  # PARD
     ("eagle3", True, "parallel drafting"),  # P-EAGLE
     ("suffix", False, "suffix decoding"),  # its proposer asserts depth == K
+    ("medusa", False, "Medusa"),  # so does its proposer: one head per draft token
     ("draft_model", False, None), ("eagle3", False, None), ("ngram", False, None), ("mtp", False, None),
 ])
 def test_drafters_vllm_runs_only_at_depth_k_are_named(method, parallel_drafting, fixed):
