@@ -1,7 +1,7 @@
 """Tiny checkpoints for the speculative methods beyond draft_model and eagle3, made from the kit.
 
-Each is built in seconds from the cached kit (the Medusa heads are trained, about
-20 s) and was run with
+Each is built from the cached kit in seconds, the trained ones (Medusa, DFlash)
+in about two minutes together, and was run with
 stock vLLM 0.32 on CPU (float32, eager, greedy): every method's output equals
 its target's alone.
 
@@ -26,9 +26,11 @@ its target's alone.
 * ``dflash_target`` + ``dflash``: a Qwen3 target made of the kit target's
   weights with ``q_norm``/``k_norm`` weights of ones (Qwen3 normalises q and k
   per head, so it is a different function from the kit target: compare it only
-  with itself), and a one-layer DFlash draft whose layer is that target's last
-  layer, ``fc`` picks the last captured layer (``[0 | 0 | I]``), embedding and
-  LM head shared from the target.
+  with itself), and a one-layer DFlash draft trained on that target's greedy
+  text (``dflash.py``, about 75 s; per-mask agreement in the marker), with its
+  mask embedding in ``mask_embedding.pt``; embedding and LM head shared from the
+  target. Built from the target's last layer and an identity ``fc``, it accepted
+  no drafts.
 
 Every mask/parallel-drafting token is ``MASK_TOKEN_ID`` = 2, the tokenizer's
 ``<pad>``: a special token that plain text never encodes to.
@@ -49,7 +51,7 @@ from dataclasses import dataclass
 
 from minedraft.config import environment
 from modelkit import cache
-from modelkit.specs import DISTILL, MEDUSA_DISTILL
+from modelkit.specs import DFLASH_DISTILL, DISTILL, MEDUSA_DISTILL
 
 METHODS_VERSION = 1
 CHECKPOINTS = ("pard", "peagle", "medusa", "mtp_target", "dflash_target", "dflash")
@@ -69,6 +71,7 @@ _UPSTREAM = {
     "dflash_target": ("target",),
     "dflash": ("target",),
 }
+_DFLASH_TARGET = {"arch": "Qwen3ForCausalLM", "qk_norm": "ones"}  # the DFlash draft is trained on it
 _RECIPES = {
     "pard": {"pard_token": MASK_TOKEN_ID},
     "peagle": {"ptd_token_id": MASK_TOKEN_ID, "mask_hidden": "zeros"},
@@ -76,9 +79,10 @@ _RECIPES = {
                "lm_heads": "target", "data": DISTILL, "distill": MEDUSA_DISTILL},
     "mtp_target": {"arch": "MiMoForCausalLM/qwen2", "qkv_bias": "zeros", "mtp_layers": MTP_LAYERS,
                    "mtp_block": "target_last_layer", "input_proj": "[0|I]"},
-    "dflash_target": {"arch": "Qwen3ForCausalLM", "qk_norm": "ones"},
-    "dflash": {"mask_token_id": MASK_TOKEN_ID, "target_layer_ids": list(DFLASH_TARGET_LAYER_IDS),
-               "layers": 1, "layer": "dflash_target_last_layer", "fc": "last_aux_identity"},
+    "dflash_target": _DFLASH_TARGET,
+    "dflash": {"target": _DFLASH_TARGET, "mask_token_id": MASK_TOKEN_ID,
+               "target_layer_ids": list(DFLASH_TARGET_LAYER_IDS), "layers": 1, "weights": "trained",
+               "mask_embedding": "trained", "data": DISTILL, "distill": DFLASH_DISTILL},
 }
 
 
@@ -180,7 +184,7 @@ def spec_hashes() -> dict[str, str]:
 def _build_one(kit, ckpts: MethodCheckpoints, name: str, expected_hash: str) -> None:
     staged = cache.staging_dir(ckpts.root, name)
     start = time.monotonic()
-    extra = _BUILDERS[name](kit, staged)
+    extra = _BUILDERS[name](kit, ckpts, staged)
     _copy_tokenizer(kit.target, staged)
     marker = {
         "name": name,
@@ -253,7 +257,7 @@ def _qkv_zero_biases(layer: dict) -> dict:
 
 # --- builders --------------------------------------------------------------------------------
 
-def _build_pard(kit, out: str) -> dict:
+def _build_pard(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     config = _read_config(kit.draft_perturbed)
     config["pard_token"] = MASK_TOKEN_ID
     _write_config(out, config)
@@ -261,7 +265,7 @@ def _build_pard(kit, out: str) -> dict:
     return {"pard_token": MASK_TOKEN_ID}
 
 
-def _build_peagle(kit, out: str) -> dict:
+def _build_peagle(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     import torch
 
     config = _read_config(kit.eagle3)
@@ -274,7 +278,7 @@ def _build_peagle(kit, out: str) -> dict:
     return {"ptd_token_id": MASK_TOKEN_ID}
 
 
-def _build_medusa(kit, out: str) -> dict:
+def _build_medusa(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     from modelkit.build import AGREEMENT_PROMPTS, _agreement_sequences
     from modelkit.medusa import head_agreement, medusa_tensors, train_medusa
     from modelkit.models import distill_data, load_model, quiet_transformers
@@ -292,7 +296,7 @@ def _build_medusa(kit, out: str) -> dict:
     return {"agreement_per_head": agreement}
 
 
-def _build_mtp_target(kit, out: str) -> dict:
+def _build_mtp_target(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     import torch
 
     target_cfg = _read_config(kit.target)
@@ -330,7 +334,7 @@ def _qwen3_tensors(kit) -> tuple[dict, dict]:
     return target_cfg, tensors
 
 
-def _build_dflash_target(kit, out: str) -> dict:
+def _build_dflash_target(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     target_cfg, tensors = _qwen3_tensors(kit)
     config = {**_qwen_base_config(target_cfg), "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
               "attention_bias": False, "use_sliding_window": False, "sliding_window": None,
@@ -340,25 +344,32 @@ def _build_dflash_target(kit, out: str) -> dict:
     return {}
 
 
-def _build_dflash(kit, out: str) -> dict:
+def _build_dflash(kit, ckpts: MethodCheckpoints, out: str) -> dict:
     import torch
+    from transformers import Qwen3ForCausalLM
 
-    target_cfg, target = _qwen3_tensors(kit)
-    n, hidden = target_cfg["num_hidden_layers"], target_cfg["hidden_size"]
-    n_aux = len(DFLASH_TARGET_LAYER_IDS)
-    tensors = {f"layers.0.{k}": v.clone() for k, v in _layer(target, n - 1).items()}
-    fc = torch.zeros(hidden, n_aux * hidden)
-    fc[:, (n_aux - 1) * hidden:] = torch.eye(hidden)
-    tensors["fc.weight"] = fc
-    tensors["hidden_norm.weight"] = torch.ones(hidden)
-    tensors["norm.weight"] = target["model.norm.weight"].clone()
+    from modelkit.build import AGREEMENT_PROMPTS, _agreement_sequences
+    from modelkit.dflash import dflash_tensors, mask_agreement, train_dflash
+    from modelkit.models import distill_data, quiet_transformers
+
+    target_cfg = _read_config(ckpts.dflash_target)
+    with quiet_transformers():
+        target = Qwen3ForCausalLM.from_pretrained(ckpts.dflash_target, dtype=torch.float32).eval()
+        draft = train_dflash(target, distill_data(target, kit.target), DFLASH_TARGET_LAYER_IDS, MASK_TOKEN_ID,
+                             DISTILL["prompt_tokens"])
+        agreement = mask_agreement(draft, target, _agreement_sequences(kit, target), DFLASH_TARGET_LAYER_IDS,
+                                   AGREEMENT_PROMPTS["n_tokens"], k=3)
+    tensors, mask_embedding = dflash_tensors(draft)
+    hidden = target_cfg["hidden_size"]
     config = {**_qwen_base_config(target_cfg), "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
               "num_hidden_layers": 1, "attention_bias": False, "target_hidden_size": hidden,
               "dflash_config": {"mask_token_id": MASK_TOKEN_ID,
                                 "target_layer_ids": list(DFLASH_TARGET_LAYER_IDS)}}
     _write_config(out, config)
     _save(tensors, out)
-    return {}
+    # vLLM's override of the mask token's embedding (DFlashQwen3ForCausalLM._read_mask_embedding).
+    torch.save({"mask_token_id": MASK_TOKEN_ID, "embedding": mask_embedding}, os.path.join(out, "mask_embedding.pt"))
+    return {"agreement_per_mask": agreement}
 
 
 _BUILDERS = {

@@ -62,6 +62,10 @@ EAGLE3_DISTILL = {"seed": 3, "steps": 200, "batch": 8, "lr": 4e-3}
 # 300 x 16 rows: about 20 s on 2 cores.
 MEDUSA_DISTILL = {"seed": 4, "steps": 300, "batch": 16, "lr": 3e-3}
 
+# The DFlash draft (modelkit/dflash.py) for the Qwen3-shaped target, on that target's greedy text:
+# 1,500 x 8 rows x 4 bonus positions, 4 masks: about 75 s on 2 cores.
+DFLASH_DISTILL = {"seed": 5, "steps": 1500, "batch": 8, "splits": 4, "masks": 4, "lr": 3e-3}
+
 EAGLE3_AGREEMENT_BAND = (0.55, 0.95)  # first draft token, teacher-forced
 
 

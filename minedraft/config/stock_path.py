@@ -12,11 +12,10 @@ one step later (``worker/runner_mixin.py``), checked on the kit's checkpoints:
 exact and accepting as many drafts as stock SD (tests/e2e/test_overlapped_methods.py).
 Those are vLLM's draft-model and EAGLE-family proposers on their padded path,
 parallel drafting included (PARD, P-EAGLE), MTP (the same proposer as EAGLE),
-Medusa, the n-gram drafter, and suffix decoding (its call sees a view of its
-step's batch: worker/suffix_batch.py). DFlash ran exact through the deferred
-call too, but the kit's DFlash checkpoint accepts no drafts, so nothing showed
-that its deferred drafts are stock SD's: it stays here until a checkpoint
-that accepts shows it.
+Medusa, DFlash, the n-gram drafter, and suffix decoding (its call sees a view
+of its step's batch: worker/suffix_batch.py). Any other method (a user's own
+proposer, ``custom_class``; DSpark, not tried here) and the configurations
+below stay here.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from typing import Any
 
 from minedraft.registry import PROPOSER_QUALNAME
 
-OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "ngram", "suffix", "medusa")
+OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "dflash", "ngram", "suffix")
 
 
 def is_process_drafter(spec: Any) -> bool:

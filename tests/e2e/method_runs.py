@@ -1,6 +1,6 @@
 """One speculative config (a ``--speculative-config`` dict) through one mode's engine, on the 24-request mix.
 
-Shared by test_methods_on_stock_path.py and test_overlapped_methods.py: the mix of :mod:`harness.sidebyside`
+Shared by test_configs_on_stock_path.py and test_overlapped_methods.py: the mix of :mod:`harness.sidebyside`
 (chunked prefill, prefix caching, a KV cache small enough to preempt), cut to 24 requests.
 """
 

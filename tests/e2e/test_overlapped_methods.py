@@ -1,7 +1,7 @@
-"""MTP, parallel drafting (PARD, P-EAGLE), Medusa and suffix decoding through MineDraft's overlap: exact,
-drafting as stock SD does.
+"""MTP, parallel drafting (PARD, P-EAGLE), Medusa, DFlash and suffix decoding through MineDraft's overlap:
+exact, drafting as stock SD does.
 
-These methods run vLLM's EAGLE-family, draft-model and Medusa proposers, whose ``propose`` call the deferred
+These methods run vLLM's EAGLE-family, draft-model, Medusa and DFlash proposers, whose ``propose`` call the deferred
 job carries one step later (minedraft/config/stock_path.py), and vLLM's suffix proposer, whose call carries a
 view of its step's batch (minedraft/worker/suffix_batch.py; arctic-inference, the ``suffix`` extra). On
 the 24-request mix (method_runs.py), with the kit's checkpoints (modelkit/method_checkpoints.py; suffix
@@ -9,8 +9,8 @@ decoding needs none): MineDraft pinned to parallel steps and its
 default ``auto`` give the target alone's greedy output; the pinned run ran parallel steps; and it
 accepted as many drafts as stock SD with the same config (within a tenth: batches differ, so float
 rounding may move a tie), which a deferred call that fed the drafter stale or foreign inputs would not.
-Under ``auto`` the depth controller moved the depth MTP drafts at; parallel drafting, Medusa and suffix
-decoding draft K every step and stay at K, and with ``speculation_depth: auto`` (run for P-EAGLE, whose draft
+Under ``auto`` the depth controller moved the depth MTP drafts at; parallel drafting (DFlash's too), Medusa
+and suffix decoding draft K every step and stay at K, and with ``speculation_depth: auto`` (run for P-EAGLE, whose draft
 catch-up once crashed the worker) the controller moved the number of drafts verified. PARD's draft
 model also runs in the process drafter's engine (one token per forward there): exact, parallel steps,
 drafts accepted.
@@ -24,7 +24,7 @@ from harness.sidebyside import steps_by_depth
 from tests.e2e.method_runs import mismatched, run_spec
 
 # name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
-CASES = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "suffix": 3}
+CASES = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "dflash": 3, "suffix": 3}
 MODES = ("stock_sd", "minedraft_parallel", "minedraft_auto")
 ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
 VERIFIED_DEPTH_RUN = {"peagle"}  # also run under auto with speculation_depth auto

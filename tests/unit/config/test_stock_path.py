@@ -67,7 +67,6 @@ def test_the_process_drafter_overlaps():
 
 
 @pytest.mark.parametrize(("change", "reason"), [
-    ({"speculative_config.method": "dflash"}, "speculative method 'dflash'"),
     ({"speculative_config.method": "custom_class", "speculative_config.model": "my.Proposer"},
      "speculative method 'custom_class'"),
     ({"speculative_config.disable_padded_drafter_batch": True}, "disable_padded_drafter_batch"),

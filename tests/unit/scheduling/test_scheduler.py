@@ -206,6 +206,7 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
 @pytest.mark.parametrize(("method", "parallel_drafting", "fixed"), [
     ("draft_model", True, "parallel drafting"),  # PARD
     ("eagle3", True, "parallel drafting"),  # P-EAGLE
+    ("dflash", True, "parallel drafting"),  # vLLM sets parallel_drafting for DFlash
     ("suffix", False, "suffix decoding"),  # its proposer asserts depth == K
     ("medusa", False, "Medusa"),  # so does its proposer: one head per draft token
     ("draft_model", False, None), ("eagle3", False, None), ("ngram", False, None), ("mtp", False, None),
