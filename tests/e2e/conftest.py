@@ -24,14 +24,22 @@ def method_checkpoints():
     return build_method_checkpoints()
 
 
+class TargetsAlone:
+    """``targets_alone(target)``: the target alone's run on the 24-request mix, once per target. A fixture
+    that runs engines side by side (``method_runs.run_specs``) may run it among them and ``keep`` it."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, dict] = {}
+
+    def __call__(self, target: str) -> dict:
+        if target not in self.runs:
+            self.runs[target] = run_spec("no_sd", target, None)
+        return self.runs[target]
+
+    def keep(self, target: str, result: dict) -> None:
+        self.runs.setdefault(target, result)
+
+
 @pytest.fixture(scope="session")
-def targets_alone():
-    """``targets_alone(target)``: the target alone's run on the mix, once per target."""
-    cache: dict[str, dict] = {}
-
-    def alone(target: str) -> dict:
-        if target not in cache:
-            cache[target] = run_spec("no_sd", target, None)
-        return cache[target]
-
-    return alone
+def targets_alone() -> TargetsAlone:
+    return TargetsAlone()

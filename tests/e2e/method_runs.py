@@ -6,17 +6,31 @@ Shared by test_configs_on_stock_path.py and test_overlapped_methods.py: the mix 
 
 from __future__ import annotations
 
-from harness.sidebyside import run_mode
+import functools
+
+from harness.sidebyside import run_mode, two_at_a_time
 
 N_REQUESTS = 24
 
 
-def run_spec(mode: str, target: str, spec: dict | None, log_dir=None, minedraft: dict | None = None) -> dict:
-    """``spec`` None: the target alone (``mode`` ``no_sd``); ``minedraft``: MineDraft settings."""
+def run_spec(mode: str, target: str, spec: dict | None, log_dir=None, minedraft: dict | None = None,
+             env: dict | None = None) -> dict:
+    """``spec`` None: the target alone (``mode`` ``no_sd``); ``minedraft``: MineDraft settings; ``env``: the
+    engine's extra environment."""
     spec = dict(spec or {"method": "draft_model", "num_speculative_tokens": 1})
     method, draft, k = spec.pop("method"), spec.pop("model", None), spec.pop("num_speculative_tokens")
     return run_mode(mode, target, draft, method=method, k=k, speculation_extra=spec, num_requests=N_REQUESTS,
-                    log_dir=log_dir, minedraft=minedraft)
+                    log_dir=log_dir, minedraft=minedraft, env=env)
+
+
+def run_specs(runs: dict[str, dict]) -> dict[str, dict]:
+    """:func:`run_spec` for each entry (name -> its keyword arguments), two engines at a time, each on a core
+    of its own (:func:`harness.sidebyside.two_at_a_time`)."""
+    return two_at_a_time({name: functools.partial(_run_spec_in, kwargs) for name, kwargs in runs.items()})
+
+
+def _run_spec_in(kwargs: dict, env: dict[str, str]) -> dict:
+    return run_spec(**kwargs, env=env)
 
 
 def mismatched(expected: dict, result: dict) -> list[int]:

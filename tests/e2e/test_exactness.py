@@ -11,9 +11,11 @@ its deferred jobs carry the target's auxiliary hidden states, and with a small
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from harness.sidebyside import run_mode, steps_by_depth
+from harness.sidebyside import run_mode, steps_by_depth, two_at_a_time
 from modelkit import build_kit
 from tests.e2e.fault_injection import run_with_faults
 
@@ -27,12 +29,22 @@ DEPTH_TABLE = [[1, 2, 3], [3, 12, 0], [13, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 
 
-def run_engine(mode: str, kit, minedraft: dict | None = None) -> dict:
-    return run_mode(mode, str(kit.target), str(kit.draft_perturbed), minedraft=minedraft)
-
-
-def run_eagle3(mode: str, kit, minedraft: dict | None = None, log_dir=None) -> dict:
-    return run_mode(mode, str(kit.target), str(kit.eagle3), method="eagle3", minedraft=minedraft, log_dir=log_dir)
+# Every run on the mix but the process drafter's: name -> run_mode's keyword arguments besides the target.
+def _mix_runs(kit) -> dict[str, dict]:
+    draft = {"draft": str(kit.draft_perturbed)}
+    eagle3 = {"draft": str(kit.eagle3), "method": "eagle3"}
+    table = {"speculation_extra": {"num_speculative_tokens_per_batch_size": DEPTH_TABLE}}
+    return {
+        "stock_sd": {"mode": "stock_sd", **draft},
+        "minedraft": {"mode": "minedraft_parallel", **draft},
+        "minedraft_depth_auto": {"mode": "minedraft_parallel", **draft, "minedraft": {"speculation_depth": "auto"}},
+        "minedraft_depth_table": {"mode": "minedraft_parallel", **draft, **table},
+        "stock_eagle3": {"mode": "stock_sd", **eagle3},
+        "minedraft_eagle3": {"mode": "minedraft_parallel", **eagle3},
+        "stock_eagle3_depth_table": {"mode": "stock_sd", **eagle3, **table},
+        "minedraft_eagle3_depth_table": {"mode": "minedraft_parallel", **eagle3, **table},
+        "minedraft_eagle3_capped": {"mode": "minedraft_parallel", **eagle3, "minedraft": EAGLE3_CAPPED},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -41,63 +53,29 @@ def kit():
 
 
 @pytest.fixture(scope="module")
-def stock_sd(kit):
-    return run_engine("stock_sd", kit)
+def mix_runs(kit, tmp_path_factory):
+    """Every run of ``_mix_runs``, two engines at a time (``two_at_a_time``), each with its engine's log."""
+    def run(name: str, kwargs: dict, env: dict[str, str]) -> dict:
+        log_dir = tmp_path_factory.mktemp(name)
+        result = run_mode(target=str(kit.target), log_dir=log_dir, env=env, **kwargs)
+        return {**result, "log": (log_dir / f"{kwargs['mode']}.log").read_text()}
+
+    return two_at_a_time({name: functools.partial(run, name, kwargs) for name, kwargs in _mix_runs(kit).items()})
 
 
 @pytest.fixture(scope="module")
-def minedraft(kit):
-    return run_engine("minedraft_parallel", kit)
+def stock_sd(mix_runs):
+    return mix_runs["stock_sd"]
 
 
 @pytest.fixture(scope="module")
-def minedraft_process(kit):
-    return run_engine("minedraft_parallel", kit, PROCESS_DRAFTER)
+def minedraft_process(kit):  # alone: it places the target and the draft engine on cores itself
+    return run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed), minedraft=PROCESS_DRAFTER)
 
 
-@pytest.fixture(scope="module")
-def minedraft_depth_auto(kit):
-    return run_engine("minedraft_parallel", kit, {"speculation_depth": "auto"})
-
-
-@pytest.fixture(scope="module")
-def minedraft_depth_table(kit):
-    return run_mode("minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
-                    speculation_extra={"num_speculative_tokens_per_batch_size": DEPTH_TABLE})
-
-
-@pytest.fixture(scope="module")
-def stock_eagle3(kit):
-    return run_eagle3("stock_sd", kit)
-
-
-@pytest.fixture(scope="module")
-def minedraft_eagle3(kit):
-    return run_eagle3("minedraft_parallel", kit)
-
-
-def run_eagle3_depth_table(mode: str, kit, log_dir=None) -> dict:
-    return run_mode(mode, str(kit.target), str(kit.eagle3), method="eagle3", log_dir=log_dir,
-                    speculation_extra={"num_speculative_tokens_per_batch_size": DEPTH_TABLE})
-
-
-@pytest.fixture(scope="module")
-def stock_eagle3_depth_table(kit):
-    return run_eagle3_depth_table("stock_sd", kit)
-
-
-@pytest.fixture(scope="module")
-def minedraft_eagle3_depth_table(kit, tmp_path_factory):
-    log_dir = tmp_path_factory.mktemp("eagle3_depth_table")
-    result = run_eagle3_depth_table("minedraft_parallel", kit, log_dir=log_dir)
-    return {**result, "log": (log_dir / "minedraft_parallel.log").read_text()}
-
-
-@pytest.fixture(scope="module")
-def minedraft_eagle3_capped(kit, tmp_path_factory):
-    log_dir = tmp_path_factory.mktemp("eagle3_capped")
-    result = run_eagle3("minedraft_parallel", kit, EAGLE3_CAPPED, log_dir=log_dir)
-    return {**result, "log": (log_dir / "minedraft_parallel.log").read_text()}
+def _run(request, name: str) -> dict:
+    """A run by name: the process drafter's own fixture, or one of ``mix_runs``."""
+    return request.getfixturevalue(name) if name == "minedraft_process" else request.getfixturevalue("mix_runs")[name]
 
 
 MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
@@ -105,13 +83,13 @@ MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedra
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
-def test_stock_sd_matches_target(mix_target_alone, run, request):
-    assert request.getfixturevalue(run)["tokens"] == mix_target_alone["tokens"]
+def test_stock_sd_matches_target(mix_target_alone, mix_runs, run):
+    assert mix_runs[run]["tokens"] == mix_target_alone["tokens"]
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
 def test_minedraft_matches_target_and_stock_sd(mix_target_alone, stock_sd, run, request):
-    minedraft = request.getfixturevalue(run)
+    minedraft = _run(request, run)
     assert minedraft["tokens"] == mix_target_alone["tokens"]
     assert minedraft["tokens"] == stock_sd["tokens"]
 
@@ -120,41 +98,42 @@ def _acceptance_length(m: dict) -> float:
     return 1 + m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_drafts"]
 
 
-def test_the_kit_eagle3_head_is_really_trained(stock_eagle3):
+def test_the_kit_eagle3_head_is_really_trained(mix_runs):
     """Stock vLLM with the kit's head: a mean acceptance length of 1.5 or more at k = 3."""
+    stock_eagle3 = mix_runs["stock_eagle3"]
     assert _acceptance_length(stock_eagle3["metrics"]) >= 1.5, stock_eagle3["metrics"]
 
 
-def test_deferred_eagle3_accepts_like_stock_eagle3(stock_eagle3, minedraft_eagle3):
+def test_deferred_eagle3_accepts_like_stock_eagle3(mix_runs):
     """The deferred call is the call stock SD makes, one step later, with the same hidden states."""
+    stock_eagle3, minedraft_eagle3 = mix_runs["stock_eagle3"], mix_runs["minedraft_eagle3"]
     assert abs(_acceptance_length(minedraft_eagle3["metrics"]) - _acceptance_length(stock_eagle3["metrics"])) < 0.1
 
 
-def test_a_skipping_eagle3_head_accepts_like_stock_eagle3_at_the_same_depths(stock_eagle3_depth_table,
-                                                                             minedraft_eagle3_depth_table):
+def test_a_skipping_eagle3_head_accepts_like_stock_eagle3_at_the_same_depths(mix_runs):
     """At depth 0 MineDraft's EAGLE-3 head skips its forward and later catches up on the hidden states
     its skipped steps kept (worker/draft_catch_up.py); stock vLLM runs the head every step. The head's
     KV cache is the same either way, so acceptance is too (float32 sums differ between a catch-up
     pass and single steps, hence a tolerance)."""
-    assert "MineDraft: first catch-up" in minedraft_eagle3_depth_table["log"]
-    assert abs(_acceptance_length(minedraft_eagle3_depth_table["metrics"])
-               - _acceptance_length(stock_eagle3_depth_table["metrics"])) < 0.1
+    minedraft, stock = mix_runs["minedraft_eagle3_depth_table"], mix_runs["stock_eagle3_depth_table"]
+    assert "MineDraft: first catch-up" in minedraft["log"]
+    assert abs(_acceptance_length(minedraft["metrics"]) - _acceptance_length(stock["metrics"])) < 0.1
 
 
-def test_the_depth_controller_changed_depth_during_the_run(minedraft_depth_auto):
+def test_the_depth_controller_changed_depth_during_the_run(mix_runs):
     """Exactness with the depth changing (test_minedraft_matches_target_and_stock_sd): it did change."""
-    m = minedraft_depth_auto["metrics"]
+    m = mix_runs["minedraft_depth_auto"]["metrics"]
     assert len(steps_by_depth(m)) >= 2, m
 
 
-def test_capped_eagle3_drafts_long_steps_inline(minedraft_eagle3_capped):
-    lines = [line for line in minedraft_eagle3_capped["log"].splitlines() if INLINE_DRAFTS_LINE in line]
+def test_capped_eagle3_drafts_long_steps_inline(mix_runs):
+    lines = [line for line in mix_runs["minedraft_eagle3_capped"]["log"].splitlines() if INLINE_DRAFTS_LINE in line]
     assert len(lines) == 1, lines
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
 def test_minedraft_really_ran_parallel_steps(run, request):
-    m = request.getfixturevalue(run)["metrics"]
+    m = _run(request, run)["metrics"]
     assert m["minedraft:parallel_steps"] > 0
     assert m["minedraft:draft_only_requests"] > 0
     assert m["vllm:spec_decode_num_accepted_tokens"] > 0
@@ -173,7 +152,7 @@ def test_process_drafter_accepts_like_stock_sd(stock_sd, minedraft_process):
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
 def test_workload_forced_preemption(mix_target_alone, run, request):
     assert mix_target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
-    assert request.getfixturevalue(run)["metrics"].get("vllm:num_preemptions", 0) > 0
+    assert _run(request, run)["metrics"].get("vllm:num_preemptions", 0) > 0
 
 
 def test_draft_lane_fault_becomes_an_engine_error(kit):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 from harness.sidebyside import steps_by_depth
-from tests.e2e.method_runs import mismatched, run_spec
+from tests.e2e.method_runs import mismatched, run_spec, run_specs
 
 # name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
 CASES = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "dflash": 3, "suffix": 3}
@@ -41,11 +41,16 @@ def method_runs(request, method_checkpoints, targets_alone):
     else:
         target = method_checkpoints.target_for(name)
         spec = method_checkpoints.speculative_config(name, CASES[name])
-    runs = {mode: run_spec(mode, target, spec) for mode in MODES}
+    jobs = {mode: {"mode": mode, "target": target, "spec": spec} for mode in MODES}
     if name in VERIFIED_DEPTH_RUN:
-        runs["minedraft_auto_verified_depth"] = run_spec("minedraft_auto", target, spec,
-                                                         minedraft={"speculation_depth": "auto"})
-    if name in PROCESS_DRAFTER_RUN:
+        jobs["minedraft_auto_verified_depth"] = {"mode": "minedraft_auto", "target": target, "spec": spec,
+                                                 "minedraft": {"speculation_depth": "auto"}}
+    if target not in targets_alone.runs:
+        jobs["no_sd"] = {"mode": "no_sd", "target": target, "spec": None}
+    runs = run_specs(jobs)
+    if "no_sd" in runs:
+        targets_alone.keep(target, runs.pop("no_sd"))
+    if name in PROCESS_DRAFTER_RUN:  # alone: it places the target and the drafter on cores itself
         runs["minedraft_parallel_process"] = run_spec("minedraft_parallel", target, spec, minedraft=PROCESS_DRAFTER)
     return name, targets_alone(target), runs
 
