@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from modelkit.specs import DFLASH_DISTILL
+from modelkit.training import fit
 
 RMS_EPS = 1e-6
 
@@ -132,19 +133,15 @@ def train_dflash(target, seqs: torch.Tensor, layer_ids: tuple[int, ...], mask_to
     torch.manual_seed(cfg["seed"])
     aux = aux_states(target, seqs, layer_ids)
     draft = DFlashDraft(target, len(layer_ids), mask_token_id).train()
-    opt = torch.optim.AdamW(draft.parameters(), lr=cfg["lr"], weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg["steps"])
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    for _ in range(cfg["steps"]):
-        rows = torch.randint(len(seqs), (cfg["batch"],), generator=gen).repeat_interleave(cfg["splits"])
+
+    def loss_on(rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        rows = rows.repeat_interleave(cfg["splits"])
         bonus_at, labels = _sample(seqs, rows, prompt_tokens, cfg["masks"], gen)
         logits = draft(aux[rows], seqs[rows], bonus_at, cfg["masks"])
-        loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(draft.parameters(), 1.0)  # the scaled-up embeddings make early steps large
-        opt.step()
-        sched.step()
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+    # Clipped: the scaled-up embeddings make the first steps large.
+    fit(list(draft.parameters()), cfg, len(seqs), loss_on, clip_norm=1.0)
     return draft.eval()
 
 

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from modelkit.specs import EAGLE3_ARCH, EAGLE3_DISTILL, TARGET_ARCH
+from modelkit.training import fit
 
 # Index i is the residual stream entering the target's layer i (vLLM's and
 # transformers' ``hidden_states[i]``). vLLM's default, (2, n // 2, n - 3),
@@ -131,19 +132,13 @@ def train_eagle3(target, seqs: torch.Tensor, teacher: torch.Tensor, cfg: dict = 
     torch.manual_seed(cfg["seed"])
     aux = aux_states(target, seqs)
     head = Eagle3Head(arch, target).train()
-    trained = [p for p in head.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trained, lr=cfg["lr"], weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg["steps"])
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    for _ in range(cfg["steps"]):
-        rows = torch.randint(len(seqs), (cfg["batch"],), generator=gen)
+
+    def kl_loss(rows: torch.Tensor, _) -> torch.Tensor:
         logq = torch.log_softmax(head(seqs[rows, 1:-1], aux[rows, :-2]).float(), -1)
         logp = teacher[rows, 1:].float()
-        loss = (logp.exp() * (logp - logq)).sum(-1).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
+        return (logp.exp() * (logp - logq)).sum(-1).mean()
+
+    fit([p for p in head.parameters() if p.requires_grad], cfg, len(seqs), kl_loss)
     return head.eval()
 
 

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from modelkit.specs import MEDUSA_DISTILL
+from modelkit.training import fit
 
 
 class MedusaHeads(nn.Module):
@@ -66,19 +67,13 @@ def train_medusa(target, seqs: torch.Tensor, num_heads: int, prompt_tokens: int,
     torch.manual_seed(cfg["seed"])
     hidden = last_hidden_states(target, seqs)
     heads = MedusaHeads(num_heads, target).train()
-    trained = [p for p in heads.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(trained, lr=cfg["lr"], weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg["steps"])
-    gen = torch.Generator().manual_seed(cfg["seed"])
     positions, labels = _head_targets(seqs, prompt_tokens - 1, num_heads)
-    for _ in range(cfg["steps"]):
-        rows = torch.randint(len(seqs), (cfg["batch"],), generator=gen)
+
+    def loss_on(rows: torch.Tensor, _) -> torch.Tensor:
         logits = heads(hidden[rows, positions])
-        loss = sum(F.cross_entropy(lg.flatten(0, 1), y[rows].flatten()) for lg, y in zip(logits, labels))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
+        return sum(F.cross_entropy(lg.flatten(0, 1), y[rows].flatten()) for lg, y in zip(logits, labels))
+
+    fit([p for p in heads.parameters() if p.requires_grad], cfg, len(seqs), loss_on)
     return heads.eval()
 
 

@@ -35,6 +35,7 @@ from modelkit.specs import (
     TARGET_SEED,
 )
 from modelkit.tokenizer import TOKENIZER_FILES, VOCAB_SIZE
+from modelkit.training import fit
 from modelkit.windows import token_windows
 
 
@@ -139,16 +140,7 @@ def distill_small(target, tokenizer_dir: str, cfg: dict = DISTILL, arch: dict = 
     seqs = distill_data(target, tokenizer_dir, cfg)
     teacher = teacher_logprobs(target, seqs)
     student = new_model(arch, cfg["seed"]).train()
-    opt = torch.optim.AdamW(student.parameters(), lr=cfg["lr"], weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0 - s / cfg["steps"])
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    for _ in range(cfg["steps"]):
-        rows = torch.randint(len(seqs), (cfg["batch"],), generator=gen)
-        loss = _kl_loss(student, seqs[rows], teacher[rows])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
+    fit(list(student.parameters()), cfg, len(seqs), lambda rows, _: _kl_loss(student, seqs[rows], teacher[rows]))
     return student.eval()
 
 
