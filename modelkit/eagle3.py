@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from modelkit.specs import EAGLE3_ARCH, EAGLE3_DISTILL, TARGET_ARCH
+from modelkit.specs import EAGLE3_ARCH, EAGLE3_DISTILL
 from modelkit.training import fit
 
 # Index i is the residual stream entering the target's layer i (vLLM's and
@@ -98,7 +98,7 @@ class Eagle3Head(nn.Module):
     def __init__(self, arch: dict, target) -> None:
         super().__init__()
         hidden = arch["hidden_size"]
-        self.fc = nn.Linear(len(AUX_LAYER_IDS) * TARGET_ARCH["hidden_size"], hidden, bias=False)
+        self.fc = nn.Linear(len(AUX_LAYER_IDS) * target.config.hidden_size, hidden, bias=False)
         self.midlayer = Eagle3Layer(hidden, arch["num_attention_heads"], arch["num_key_value_heads"],
                                     arch["intermediate_size"])
         self.norm = RMSNorm(hidden)
@@ -170,7 +170,7 @@ def save_eagle3(head: Eagle3Head, out_dir: str, tokenizer_dir: str, arch: dict =
                                 "intermediate_size")},
         "hidden_act": "silu", "rms_norm_eps": RMS_EPS, "rope_theta": ROPE_THETA,
         "vocab_size": VOCAB_SIZE, "draft_vocab_size": VOCAB_SIZE,
-        "target_hidden_size": TARGET_ARCH["hidden_size"], "max_position_embeddings": 2048,
+        "target_hidden_size": head.fc.in_features // len(AUX_LAYER_IDS), "max_position_embeddings": 2048,
         "tie_word_embeddings": False, "dtype": "float32",
         "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2,
         "eagle_config": {"use_aux_hidden_state": True,
