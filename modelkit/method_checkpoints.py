@@ -288,12 +288,17 @@ def _build_medusa(kit, ckpts: MethodCheckpoints, out: str) -> dict:
         target = load_model(kit.target)
         heads = train_medusa(target, distill_data(target, kit.target), MEDUSA_HEADS, DISTILL["prompt_tokens"])
         agreement = head_agreement(heads, target, _agreement_sequences(kit, target), AGREEMENT_PROMPTS["n_tokens"])
+    write_medusa(out, target_cfg, medusa_tensors(heads))
+    return {"agreement_per_head": agreement}
+
+
+def write_medusa(out: str, target_cfg: dict, tensors: dict) -> None:
+    """``MEDUSA_HEADS`` one-layer Medusa heads as vLLM loads them, for the target of ``target_cfg``."""
     config = {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": target_cfg["hidden_size"],
               "vocab_size": target_cfg["vocab_size"], "num_heads": MEDUSA_HEADS, "num_hidden_layers": 1,
               "dtype": "float32"}
     _write_config(out, config)
-    _save(medusa_tensors(heads), out)
-    return {"agreement_per_head": agreement}
+    _save(tensors, out)
 
 
 def _build_mtp_target(kit, ckpts: MethodCheckpoints, out: str) -> dict:
@@ -359,17 +364,21 @@ def _build_dflash(kit, ckpts: MethodCheckpoints, out: str) -> dict:
                              DISTILL["prompt_tokens"])
         agreement = mask_agreement(draft, target, _agreement_sequences(kit, target), DFLASH_TARGET_LAYER_IDS,
                                    AGREEMENT_PROMPTS["n_tokens"], k=3)
-    tensors, mask_embedding = dflash_tensors(draft)
-    hidden = target_cfg["hidden_size"]
+    write_dflash(out, target_cfg, DFLASH_TARGET_LAYER_IDS, *dflash_tensors(draft))
+    return {"agreement_per_mask": agreement}
+
+
+def write_dflash(out: str, target_cfg: dict, layer_ids, tensors: dict, mask_embedding) -> None:
+    """A one-layer DFlash draft as vLLM loads it, for the Qwen3 target of ``target_cfg``."""
+    import torch
+
     config = {**_qwen_base_config(target_cfg), "architectures": ["DFlashDraftModel"], "model_type": "qwen3",
-              "num_hidden_layers": 1, "attention_bias": False, "target_hidden_size": hidden,
-              "dflash_config": {"mask_token_id": MASK_TOKEN_ID,
-                                "target_layer_ids": list(DFLASH_TARGET_LAYER_IDS)}}
+              "num_hidden_layers": 1, "attention_bias": False, "target_hidden_size": target_cfg["hidden_size"],
+              "dflash_config": {"mask_token_id": MASK_TOKEN_ID, "target_layer_ids": list(layer_ids)}}
     _write_config(out, config)
     _save(tensors, out)
     # vLLM's override of the mask token's embedding (DFlashQwen3ForCausalLM._read_mask_embedding).
     torch.save({"mask_token_id": MASK_TOKEN_ID, "embedding": mask_embedding}, os.path.join(out, "mask_embedding.pt"))
-    return {"agreement_per_mask": agreement}
 
 
 _BUILDERS = {

@@ -35,13 +35,16 @@ from modelkit.method_checkpoints import (
     MASK_TOKEN_ID,
     MEDUSA_HEADS,
     MethodCheckpoints,
+    _copy_tokenizer,
     _read_config,
     _save,
     _write_config,
     method_paths,
+    write_dflash,
+    write_medusa,
 )
 
-SECOND_TARGET_VERSION = 1
+SECOND_TARGET_VERSION = 2  # 2: the DFlash config from method_checkpoints.write_dflash
 ARCH = {"hidden_size": 192, "num_hidden_layers": 3, "num_attention_heads": 3, "num_key_value_heads": 1,
         "head_dim": 64, "intermediate_size": 512, "initializer_range": 0.05}
 SEEDS = {"target": 11, "mtp_layer": 12, "peagle": 13, "medusa": 14, "dflash_target": 15, "dflash": 16}
@@ -71,19 +74,13 @@ def build_second_target(cache_dir: str | None = None) -> MethodCheckpoints:
             if not cache.is_complete(final, expected):
                 staged = cache.staging_dir(root, name)
                 _BUILDERS[name](kit, ckpts, staged)
-                _copy_tokenizer_files(kit.tokenizer, staged)
+                _copy_tokenizer(kit.target, staged)
                 cache.write_marker(staged, {"name": name, "spec_hash": expected, "spec": second_target_spec()})
                 cache.publish(staged, final)
     return ckpts
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-def _copy_tokenizer_files(tokenizer_dir: str, out: str) -> None:
-    from modelkit.models import save_generation_config_and_tokenizer
-
-    save_generation_config_and_tokenizer(out, tokenizer_dir)
-
 
 def _config(cls_name: str):
     import transformers
@@ -197,10 +194,7 @@ def _build_medusa(kit, ckpts: MethodCheckpoints, out: str) -> None:
     with torch.no_grad():
         for block in heads.blocks:
             block["layers"][0].weight.normal_(0.0, ARCH["initializer_range"], generator=gen)
-    _write_config(out, {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": ARCH["hidden_size"],
-                        "vocab_size": _read_config(ckpts.target)["vocab_size"], "num_heads": MEDUSA_HEADS,
-                        "num_hidden_layers": 1, "dtype": "float32"})
-    _save(medusa_tensors(heads), out)
+    write_medusa(out, _read_config(ckpts.target), medusa_tensors(heads))
 
 
 def _build_dflash_target(kit, ckpts: MethodCheckpoints, out: str) -> None:
@@ -214,20 +208,10 @@ def _build_dflash(kit, ckpts: MethodCheckpoints, out: str) -> None:
 
     target = _load("Qwen3ForCausalLM", ckpts.dflash_target)
     torch.manual_seed(SEEDS["dflash"])
-    draft = DFlashDraft(target, len(DFLASH_LAYER_IDS), MASK_TOKEN_ID)
-    tensors, _ = dflash_tensors(draft)
-    tensors = _randomise(tensors, SEEDS["dflash"])
+    tensors, _ = dflash_tensors(DFlashDraft(target, len(DFLASH_LAYER_IDS), MASK_TOKEN_ID))
     mask_embedding = _randomise({"mask": torch.empty(ARCH["hidden_size"])}, SEEDS["dflash"] + 1)["mask"]
-    keep = ("vocab_size", "hidden_act", "rms_norm_eps", "rope_parameters", "bos_token_id", "eos_token_id",
-            "pad_token_id", "max_position_embeddings", "tie_word_embeddings")
-    target_cfg = _read_config(ckpts.dflash_target)
-    config = {**{k: target_cfg[k] for k in keep if k in target_cfg}, **ARCH, "architectures": ["DFlashDraftModel"],
-              "model_type": "qwen3", "num_hidden_layers": 1, "attention_bias": False, "dtype": "float32",
-              "target_hidden_size": ARCH["hidden_size"],
-              "dflash_config": {"mask_token_id": MASK_TOKEN_ID, "target_layer_ids": list(DFLASH_LAYER_IDS)}}
-    _write_config(out, config)
-    _save(tensors, out)
-    torch.save({"mask_token_id": MASK_TOKEN_ID, "embedding": mask_embedding}, os.path.join(out, "mask_embedding.pt"))
+    write_dflash(out, _read_config(ckpts.dflash_target), DFLASH_LAYER_IDS, _randomise(tensors, SEEDS["dflash"]),
+                 mask_embedding)
 
 
 _BUILDERS = {
