@@ -19,7 +19,8 @@ join.
 With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), a
 depth-0 call runs no forward, and a later call first feeds the drafter the tokens
 its requests skipped (``draft_catch_up.py``), now, before the call is drafted or
-captured.
+captured. A ``stateless_drafter`` (n-gram) is not called at depth 0: its answer is
+empty, and there is nothing to catch up.
 """
 
 from __future__ import annotations
@@ -50,12 +51,14 @@ class InProcessDraftSource(DraftSource):
     def __init__(self, propose: Callable[..., Any] | None, lane: Lane, *, capture_max_mib: float,
                  before_run: Callable[[Lane, bool], None], on_captured: Callable[[Lane], None],
                  profiler: StepProfiler | None = None, catch_up: DraftCatchUp | None = None,
-                 watchdog: JobWatchdog | None = None, draft_probs: DraftProbs | None = None) -> None:
+                 stateless_drafter: bool = False, watchdog: JobWatchdog | None = None,
+                 draft_probs: DraftProbs | None = None) -> None:
         super().__init__()
         self.watchdog = watchdog
         self.draft_probs = draft_probs
         self.propose, self.lane = propose, lane
         self.catch_up = catch_up
+        self.stateless_drafter = stateless_drafter
         self.capture_max_mib = capture_max_mib
         self._before_run, self._on_captured = before_run, on_captured
         self.profiler = profiler
@@ -103,9 +106,13 @@ class InProcessDraftSource(DraftSource):
 
     def _skip(self, call: ProposeCall) -> Any:
         """A depth-0 call's result without its forward; None where the call runs."""
-        if self.catch_up is None or call.depth != 0:
+        if call.depth != 0:
             return None
-        return self.catch_up.skip(call)
+        if self.catch_up is not None:
+            return self.catch_up.skip(call)
+        if self.stateless_drafter:
+            return [[] for _ in call.req_ids]
+        return None
 
     def _feed_skipped(self, call: ProposeCall) -> None:
         if self.catch_up is None:

@@ -88,6 +88,9 @@ class MineDraftRunnerMixin:
         self._step_depth = 0
         self._propose_signature: inspect.Signature | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
+        # The n-gram drafter keeps nothing across calls (it reads the token table each time): a depth-0
+        # call is not made, and nothing is caught up after it.
+        self.stateless_drafter = self.speculative_config.method == "ngram"
         self.draft_probs = self._make_draft_probs()
         self.draft_source = self._make_draft_source()
         self._install_propose_proxy()
@@ -107,8 +110,8 @@ class MineDraftRunnerMixin:
         return InProcessDraftSource(
             drafter.propose if drafter is not None else None, lane, capture_max_mib=self.settings.capture_max_mib,
             before_run=self._before_submit, on_captured=self._on_captured, profiler=self.step_profiler,
-            catch_up=self.draft_catch_up, watchdog=JobWatchdog(self.settings.lane_timeout_s,
-                                                               f"rank {tensor_parallel_rank()}"),
+            catch_up=self.draft_catch_up, stateless_drafter=self.stateless_drafter,
+            watchdog=JobWatchdog(self.settings.lane_timeout_s, f"rank {tensor_parallel_rank()}"),
             draft_probs=self.draft_probs)
 
     def _make_draft_probs(self) -> DraftProbs | None:
@@ -227,7 +230,7 @@ class MineDraftRunnerMixin:
             self.speculative_config = speculative_config
 
     def _prepares_as_target_alone(self, scheduler_output) -> bool:
-        return (self.draft_catch_up is not None and not self.model_config.is_hybrid
+        return ((self.draft_catch_up is not None or self.stateless_drafter) and not self.model_config.is_hybrid
                 and scheduler_output.num_spec_tokens_to_schedule == 0
                 and not scheduler_output.scheduled_spec_decode_tokens)
 
@@ -235,10 +238,15 @@ class MineDraftRunnerMixin:
         """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
         padded metadata, positions: 0.5-1 ms a step on CPU) is skipped with the forward it
         prepares; the step is recorded as skipped (``_propose`` with the step's depth, 0). Its
-        outputs are only needed with async scheduling, which MineDraft turns off. An EAGLE head's
+        outputs are only needed with async scheduling, which MineDraft turns off. The n-gram
+        drafter is not called at depth 0 at all (nothing to catch up). An EAGLE head's
         skipped call keeps only what its catch-up reads: the target's hidden states of the step's
         tokens and where each request's tokens start (``_skip_kwargs``)."""
         catch_up = self.draft_catch_up
+        if self.stateless_drafter and scheduler_output.num_spec_tokens_to_schedule == 0:
+            # vLLM's n-gram proposer would scan every request's tokens for a match at depth 0, for no
+            # drafts; the call still goes to the draft source, which answers it empty (a deferred one too).
+            return self._propose((), {})
         if catch_up is not None and scheduler_output.num_spec_tokens_to_schedule == 0:
             if not catch_up.keeps_hidden_states:
                 return self._propose((), {})

@@ -6,7 +6,9 @@ cache (block size 32) small enough to force preemptions. MineDraft runs with
 its in-process drafter and with its process drafter (the draft model as its
 own engine, on core 1), and with the kit's EAGLE-3 head (``method: eagle3``):
 its deferred jobs carry the target's auxiliary hidden states, and with a small
-``capture_max_mib`` the steps holding a prefill chunk draft inline instead.
+``capture_max_mib`` the steps holding a prefill chunk draft inline instead. Under vLLM's per-batch-size
+depth table, steps at depth 0 skip the draft model's and the EAGLE-3 head's forward (and catch up later)
+and do not call the n-gram drafter.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def _mix_runs(kit) -> dict[str, dict]:
         "stock_eagle3_depth_table": {"mode": "stock_sd", **eagle3, **table},
         "minedraft_eagle3_depth_table": {"mode": "minedraft_parallel", **eagle3, **table},
         "minedraft_eagle3_capped": {"mode": "minedraft_parallel", **eagle3, "minedraft": EAGLE3_CAPPED},
+        # The n-gram drafter is not called at depth 0 (it keeps nothing across steps to catch up).
+        "minedraft_ngram_depth_table": {"mode": "minedraft_parallel", "draft": None, "method": "ngram", **table},
     }
 
 
@@ -79,7 +83,8 @@ def _run(request, name: str) -> dict:
 
 
 MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
-                  "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table"]
+                  "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table",
+                  "minedraft_ngram_depth_table"]
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
@@ -124,6 +129,13 @@ def test_the_depth_controller_changed_depth_during_the_run(mix_runs):
     """Exactness with the depth changing (test_minedraft_matches_target_and_stock_sd): it did change."""
     m = mix_runs["minedraft_depth_auto"]["metrics"]
     assert len(steps_by_depth(m)) >= 2, m
+
+
+def test_ngram_ran_depth_0_steps_between_drafting_ones(mix_runs):
+    """Exactness of the n-gram drafter's depth-0 steps, where MineDraft does not call it, with drafting
+    steps before and after (test_minedraft_matches_target_and_stock_sd, ..._really_ran_parallel_steps)."""
+    depths = steps_by_depth(mix_runs["minedraft_ngram_depth_table"]["metrics"])
+    assert depths.get(0, 0) > 0 and any(n > 0 for d, n in depths.items() if d > 0), depths
 
 
 def test_capped_eagle3_drafts_long_steps_inline(mix_runs):

@@ -184,3 +184,18 @@ def test_a_deferred_call_keeps_its_draft_probabilities_for_its_requests_until_re
     assert torch.equal(got, last["probs"][1])
     source.release(["b"])
     assert store.for_verification(["b"], [2], torch.tensor([0, 0])) is None
+
+
+def test_a_stateless_drafter_is_not_called_at_depth_0_deferred_or_now():
+    """The n-gram drafter's depth-0 calls: answered empty without the drafter, a deferred one as a job
+    that covers its requests (the scheduler planned drafts for them), and depth 2 calls it again."""
+    log: list[str] = []
+    source = InProcessDraftSource(
+        Drafter(log).propose, RecordingLane(log), capture_max_mib=64.0, stateless_drafter=True,
+        before_run=lambda lane, job_this_step: None, on_captured=lambda lane: None)
+    depth_0 = ProposeCall(["a", "b"], (), {}, depth=0)
+    assert source.draft_now(depth_0) == [[], []]
+    source.run(source.prepare(depth_0))
+    assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[], []])
+    assert not any(line.startswith("propose") for line in log), log
+    assert source.draft_now(_call(["a"], torch.tensor([[3]]))).tolist() == [[4, 5]]
