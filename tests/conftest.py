@@ -33,6 +33,20 @@ def tier_of(path: Path) -> str | None:
     return folder
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--method-mix-requests", type=int, default=None,
+                     help="requests of the mix the method e2e tests run (tests/e2e/method_runs.py; default 24, "
+                          "48: the whole exactness mix)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    requests = config.getoption("--method-mix-requests")
+    if requests is not None:
+        from tests.e2e import method_runs
+
+        method_runs.N_REQUESTS = requests  # read when the e2e modules are imported and at each run
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         tier = tier_of(item.path)

@@ -1,4 +1,4 @@
-"""One speculative config (a ``--speculative-config`` dict) through one mode's engine, on the 24-request mix.
+"""One speculative config (a ``--speculative-config`` dict) through one mode's engine, on the mix cut to 24 requests.
 
 Shared by test_configs_on_stock_path.py and test_overlapped_methods.py: the mix of :mod:`harness.sidebyside`
 (chunked prefill, prefix caching, a KV cache small enough to preempt), cut to 24 requests.
@@ -10,6 +10,8 @@ import functools
 
 from harness.sidebyside import run_mode, two_at_a_time
 
+# The mix cut to this many requests; ``pytest --method-mix-requests 48`` (tests/conftest.py) runs the whole
+# exactness mix instead (about twice as long).
 N_REQUESTS = 24
 
 
