@@ -33,7 +33,10 @@ second of whole steps, so acceptance, drafting and verification all count):
 * Drift. If the verdict's own goodput drifts by more than ``drift`` from what
   it was when the verdict was made (the text changed, and with it the
   acceptance), a round starts at once; not at depth 0, where nothing is drafted
-  and the rate moves only with the step's cost.
+  and the rate moves only with the step's cost. A verdict whose window falls
+  below what depth 0 gave at this load (its rate in an earlier round: at depth 0
+  it does not depend on the text) probes depth 0 alone: the drafts stopped paying,
+  and a neighbour's window would speculate on text the drafter misses too.
 * New requests. Acceptance belongs to the requests. At depth 0, once every
   running request arrived after the last round ended (``arrivals``), the
   requests that verdict was judged on have all left, and a round starts at
@@ -47,6 +50,10 @@ second of whole steps, so acceptance, drafting and verification all count):
   steps (measured with the EAGLE-3 head at 32 requests: 8-23 % of its steps
   off depth 0 and 0.79x-0.80x of the target alone, against a depth-0 floor
   near 0.9x; with this backoff 7-8 %).
+* Shared text. Acceptance belongs to the text, and every load drafts on it:
+  when a round at one load moves off depth 0, every other load that settled
+  on depth 0 starts a round at its next window (``retry``), without waiting
+  for its own requests to be replaced or its scheduled round.
 * Settling. A step verifies drafts made one or two steps earlier (two in a
   MineDraft parallel step), so after a change of depth ``settle_steps`` steps
   are not counted for either depth.
@@ -86,6 +93,7 @@ class _LoadState:
     turnovers: int = 0  # times the running requests were all replaced since the last round (depth 0)
     decided: bool = False  # a round has ended here: the verdict was compared, not just inherited
     before: Rate | None = None  # the verdict's window before the probes, while it is measured again after
+    retry: bool = False  # at depth 0: a round at another load has since moved off depth 0
 
     def rate(self, depth: int) -> Rate:
         return self.rates.setdefault(depth, Rate())
@@ -189,10 +197,11 @@ class DepthController:
             state.turnovers += 1
             state.last_round_newest = self._newest_arrival  # the next turnover replaces these
             new_requests = state.turnovers >= 2 ** min(state.kept_rounds, self.max_turnover_backoff)
+        retry, state.retry = state.retry, False
         backoff = 2 ** min(state.kept_rounds, self.max_backoff)
         due = state.last_round is None or (self.decode_steps - state.last_round >= self.exploit_steps * backoff
                                            and self.decode_seconds - state.last_round_s >= self.exploit_s * backoff)
-        if drifted or new_requests or due:
+        if drifted or new_requests or due or retry:
             # At the longest wait every neighbour is probed again, even one that cannot pay.
             if self._start_round(state, recheck=due and state.kept_rounds >= self.max_backoff):
                 return
@@ -207,7 +216,9 @@ class DepthController:
         """Set up the round's probes; False if there is nothing to probe."""
         d = state.depth
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
-        if not recheck:
+        if d > 0 and not recheck and state.rate(d).per_second * (1 + self.margin) < state.ceilings.get(0, 0.0):
+            neighbours = {0}  # below what speculation off gave at this load: the drafts stopped paying
+        elif not recheck:
             bar = state.rate(d).per_second * (1 + self.margin)
             neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
         state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
@@ -258,10 +269,19 @@ class DepthController:
             state.last_round = None  # climb on: the next round starts once the new depth has its baseline
             state.kept_rounds = 0
             self._report(load, old, best, measured)
+            if old == 0:
+                self._retry_depth_0(load)
         else:
             state.kept_rounds += 1
             state.verdict_rate = baseline
             state.rates = {old: Rate()}  # the next window starts with fresh steps
+
+    def _retry_depth_0(self, moved: int) -> None:
+        """Speculation pays again at load ``moved``: the text turned predictable, and the other loads that
+        settled on depth 0 judge their verdict again at their next window."""
+        for load, state in self.loads.items():
+            if load != moved and state.decided and state.depth == 0 and state.probing is None:
+                state.retry = True
 
     def _moves(self, state: _LoadState, verdict: Rate) -> int | None:
         """The depth the round's probes move the verdict to against the verdict's window ``verdict``, or

@@ -218,6 +218,44 @@ def test_depth_0_is_probed_again_when_the_acceptance_falls_below_its_rate():
     assert controller.verdict(8) == 0
 
 
+def test_a_verdict_below_what_depth_0_gave_probes_depth_0_alone():
+    """The text turns unpredictable: the verdict's goodput falls below what speculation off gave at this
+    load (measured in an earlier round), so the round goes straight to depth 0 instead of through the
+    neighbours first (each a window of steps speculating on text the drafter misses)."""
+    controller = DepthController(max_depth=3, exploit_steps=100_000)
+    greedy = FakeEngine(peaked_at(3, k=3))
+    run(controller, greedy, 400)
+    while controller.loads[8].rates[3].steps:  # to the end of a window: the next is all on the new text
+        run(controller, greedy, 1)
+    assert controller.verdict(8) == 3 and 0 in controller.loads[8].ceilings
+    rejected = {0: 850.0, 1: 500.0, 2: 400.0, 3: 300.0}
+    depths = run(controller, FakeEngine(rejected), 400)
+    assert controller.verdict(8) == 0
+    last_at_3 = len(depths) - 1 - depths[::-1].index(3)
+    assert {1, 2}.isdisjoint(depths[:last_at_3])  # no step at 1 or 2 on the way (after it: the climb's probe)
+    assert depths[-100:].count(0) >= 90
+
+
+def test_a_move_off_depth_0_at_one_load_brings_a_round_at_the_others():
+    """Acceptance belongs to the text, which every load shares: once one load finds speculation paying
+    again, the loads that settled on depth 0 judge theirs at their next window, without waiting for
+    their own scheduled round or for their requests to be replaced."""
+    controller = DepthController(max_depth=2, exploit_steps=100_000)
+    rejected = {0: 1000.0, 1: 600.0, 2: 500.0}
+    for load in (1, 8):
+        run(controller, FakeEngine(rejected, headroom=3.0), 400, load=load, arrivals=(0.0, 1.0))
+        assert controller.verdict(load) == 0
+    predicted = peaked_at(2, k=2, top=1800.0)
+    probes = controller.probe_steps_run
+    run(controller, FakeEngine(predicted), 300, load=8, arrivals=(0.0, 1.0))
+    assert controller.verdict(8) == 0 and controller.probe_steps_run == probes  # nothing new at load 8
+    for turnover in (2.0, 4.0):  # load 1's requests replaced twice: its round (one kept round: twice)
+        run(controller, FakeEngine(predicted), 300, load=1, arrivals=(turnover, turnover + 1))
+    assert controller.verdict(1) > 0
+    run(controller, FakeEngine(predicted), 600, load=8, arrivals=(0.0, 1.0))  # still the same requests
+    assert controller.verdict(8) == 2
+
+
 def test_at_depth_0_new_requests_bring_a_new_verdict():
     """Acceptance belongs to the requests: at depth 0 nothing is drafted, so no drift shows that the
     text changed; once every running request arrived after the last round, a round starts at once."""
