@@ -161,7 +161,7 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        setup = sweep.cpu_setup(args)
+        setup = sweep.cpu_setup(args, args.drafts)
         prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "auto-guard")
         started, samples = time.perf_counter(), []
         total = len(args.drafts) * len(args.ks) * args.instances * len(configurations(args)) * len(MODES)

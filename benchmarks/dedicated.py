@@ -75,7 +75,7 @@ def pair_setup(args):
     """The sweep's CPU setup, with the larger pair in place of the kit's for ``--pair large``."""
     import dataclasses
 
-    setup = sweep.cpu_setup(args)
+    setup = sweep.cpu_setup(args, args.drafts)
     if args.pair == "kit":
         return setup
     from modelkit.large import LARGE_ARCH, build_large_pair

@@ -165,8 +165,7 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        args.drafts = [args.draft]  # the sweep's setup adds the other methods (e.g. ngram) when named
-        setup = sweep.cpu_setup(args)
+        setup = sweep.cpu_setup(args, [args.draft])
         prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
         started = time.perf_counter()
         samples = run(setup, args, prompts, log_dir)

@@ -208,7 +208,7 @@ def main(argv=None) -> None:
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        setup = sweep.cpu_setup(args)
+        setup = sweep.cpu_setup(args, [args.draft])
         prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "shifting")
         started = time.perf_counter()
         samples = run(setup, args, phases(prompts, args.output_tokens), log_dir)

@@ -266,22 +266,24 @@ def common_engine_kwargs(args) -> dict:
                 enable_prefix_caching=False, disable_log_stats=False)
 
 
-def cpu_setup(args) -> Setup:
+def cpu_setup(args, drafts=()) -> Setup:
+    """The kit's pairs; ``drafts``: the drafts a run names (the other methods' checkpoints are built only
+    when one of them is named)."""
     from modelkit import build_kit
 
     kit = build_kit()
-    drafts = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small", "eagle3")}
+    pairs = {name: (kit.target, getattr(kit, name)) for name in ("draft_perturbed", "draft_small", "eagle3")}
     setup = Setup(
-        device="cpu", device_label=cpu_label(), pairs=drafts,
-        target_names=dict.fromkeys(drafts, "target"),
+        device="cpu", device_label=cpu_label(), pairs=pairs,
+        target_names=dict.fromkeys(pairs, "target"),
         engine={**common_engine_kwargs(args), "dtype": "float32", "enforce_eager": True},
         # Four engines up at once: 1 GiB of KV each (vLLM's CPU default sizes it from free memory).
         env={**QUIET_ENV, **engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu",
              "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")},
-        interleave=True, methods={"eagle3": "eagle3"}, default_drafts=list(drafts),
+        interleave=True, methods={"eagle3": "eagle3"}, default_drafts=list(pairs),
         meta={"models": "the kit's tiny Llama target and drafts (float32); eagle3: the kit's EAGLE-3 head",
-                               "draft_agreement": {n: kit.marker(n).get("agreement") for n in drafts}})
-    if set(args.drafts or ()) & set(OTHER_METHODS):
+                               "draft_agreement": {n: kit.marker(n).get("agreement") for n in pairs}})
+    if set(drafts) & set(OTHER_METHODS):
         add_other_methods(setup, kit)
     return setup
 
@@ -897,7 +899,7 @@ def main(argv=None) -> None:
         meta = json.loads((out_dir / "summary_meta.json").read_text())
         report(rows, meta, out_dir, args)
         return
-    setup = cpu_setup(args) if args.device == "cpu" else cuda_setup(args)
+    setup = cpu_setup(args, args.drafts or ()) if args.device == "cpu" else cuda_setup(args)
     args.drafts = select_drafts(args, setup)
     out_dir = Path(args.out_dir or (Path(tempfile.gettempdir()) / "minedraft-sweep-quick" / setup.device
                                     if args.quick else HERE / "results" / setup.device))
