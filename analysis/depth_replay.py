@@ -1,0 +1,157 @@
+"""Replay a measured shifting workload through the depth controller, step by step, without an engine.
+
+    python -m analysis.depth_replay                 # benchmarks/results/cpu/shifting.json
+    python -m analysis.depth_replay --phases        # and each phase's depths beside the best per phase
+
+``benchmarks/shifting.py`` runs one workload whose load and text move through the target alone, stock
+SD at k = 1 and at k = K and MineDraft's ``auto``. On the 2-core VMs that run it a whole-engine ratio
+resolves about +-10 %, so a change of the controller's rules cannot be judged from one run. This replays
+the same workload through ``DepthController`` itself, fed from that run's measurements:
+
+* a step at depth d and N requests lasts what the static engines measured there (the step time of
+  depth 2 when only 1 and K were measured: their mean), each step jittered by ``--noise``;
+* each request gains 1 + a_d tokens a step, a_d the accepted drafts of a geometric acceptance whose
+  rate per text is solved from stock SD at K's own counters (vLLM's accepted tokens per draft);
+* every phase is new requests (their arrival is the phase), as in the benchmark.
+
+What it leaves out: the draft's catch-up after depth 0, MineDraft's own step cost at depth 0, and the
+machine's slow swings (only per-step jitter). So it measures the rules' choices, not the engine:
+``auto`` against each fixed depth and against the best depth of each phase in hindsight (the oracle),
+medians over ``--seeds`` seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from minedraft.scheduling.depth_controller import DepthController
+
+SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
+STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
+OUTPUT_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class Phase:
+    index: int
+    text: str
+    requests: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    phases: list[Phase]
+    step_seconds: dict[tuple[int, int], float]  # (requests, depth) -> seconds
+    alpha: dict[str, float]  # text -> per-position acceptance
+    max_depth: int
+
+    def accepted(self, text: str, depth: int) -> float:
+        return sum(self.alpha[text] ** i for i in range(1, depth + 1))
+
+
+def solve_alpha(accepted_per_draft: float, depth: int) -> float:
+    """The geometric per-position acceptance whose expected accepted drafts at ``depth`` is the given."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if sum(mid ** i for i in range(1, depth + 1)) < accepted_per_draft else (low, mid)
+    return low
+
+
+def load_workload(samples: list[dict]) -> Workload:
+    engines = {s["engine"] for s in samples}
+    deep = max((e for e in engines if e.startswith("stock_sd_k")), key=lambda e: int(e.removeprefix("stock_sd_k")))
+    max_depth = int(deep.removeprefix("stock_sd_k"))
+    depth_of = {**STATIC_DEPTHS, deep: max_depth}
+    counts = defaultdict(lambda: [0.0, 0.0])
+    for s in samples:
+        if s["engine"] == deep:
+            counts[s["text"]][0] += s["counters"]["vllm:spec_decode_num_accepted_tokens"]
+            counts[s["text"]][1] += s["counters"]["vllm:spec_decode_num_drafts"]
+    alpha = {text: solve_alpha(accepted / drafts, max_depth) for text, (accepted, drafts) in counts.items()}
+    phases = sorted({Phase(s["phase"], s["text"], s["requests"]) for s in samples}, key=lambda p: p.index)
+    workload = Workload(phases, {}, alpha, max_depth)
+    seconds = defaultdict(list)
+    for s in samples:
+        depth = depth_of.get(s["engine"])
+        if depth is not None:  # a step's tokens over the engine's rate: its duration
+            tokens = s["requests"] * (1 + workload.accepted(s["text"], depth))
+            seconds[(s["requests"], depth)].append(tokens / s["tok_s"])
+    step_seconds = {key: statistics.median(values) for key, values in seconds.items()}
+    for n in {p.requests for p in phases}:
+        for depth in range(2, max_depth):
+            step_seconds[(n, depth)] = (step_seconds[(n, 1)] + step_seconds[(n, max_depth)]) / 2
+    return Workload(phases, step_seconds, alpha, max_depth)
+
+
+def bucket(requests: int) -> int:
+    """The scheduler's load bucket (scheduling/mode_policy.py): powers of two."""
+    return 1 << (requests.bit_length() - 1)
+
+
+def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 0.10) -> tuple[float, list]:
+    """Workload tokens/s under ``policy``: a fixed depth, "oracle" (each phase's best depth) or "auto"
+    (the controller); and per phase (phase, tok/s, steps by depth)."""
+    rng = random.Random(seed)
+    controller = DepthController(workload.max_depth)
+    elapsed, rows = 0.0, []
+    for phase in workload.phases:
+        n, text, started = phase.requests, phase.text, elapsed
+        best = max(range(workload.max_depth + 1),
+                   key=lambda d: (1 + workload.accepted(text, d)) / workload.step_seconds[(n, d)])
+        produced, depths = 0.0, Counter()
+        while produced < OUTPUT_TOKENS:
+            depth = best if policy == "oracle" else policy if isinstance(policy, int) else controller.depth(bucket(n))
+            gained = 1 + workload.accepted(text, depth) * (1 + rng.uniform(-0.3, 0.3))
+            seconds = workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise))
+            if policy == "auto":
+                arrival = float(phase.index)
+                controller.observe(bucket(n), depth, round(n * gained), seconds, ceiling_tokens=n * (1 + depth),
+                                   arrivals=(arrival, arrival))
+            produced += gained
+            elapsed += seconds
+            depths[depth] += 1
+        rows.append((phase, OUTPUT_TOKENS * n / (elapsed - started), dict(sorted(depths.items()))))
+    return sum(OUTPUT_TOKENS * p.requests for p in workload.phases) / elapsed, rows
+
+
+def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10) -> dict[str, float]:
+    """Median tokens/s over seeds for each fixed depth, the oracle and ``auto``, and ``auto``'s ratios."""
+    policies = [*range(workload.max_depth + 1), "oracle", "auto"]
+    rates = {str(p): statistics.median(replay(workload, p, seed, noise)[0] for seed in range(seeds)) for p in policies}
+    best_static = max(rates[str(d)] for d in range(workload.max_depth + 1))
+    return {**rates, "auto_vs_best_static": rates["auto"] / best_static,
+            "oracle_vs_best_static": rates["oracle"] / best_static}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import json
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("json", nargs="?", type=Path, default=SHIFTING_JSON)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--noise", type=float, default=0.10, help="each step's relative jitter")
+    parser.add_argument("--phases", action="store_true", help="each phase of seed 0: auto beside the oracle")
+    args = parser.parse_args(argv)
+    workload = load_workload(json.loads(args.json.read_text())["samples"])
+    alphas = ", ".join(f"{text} {alpha:.2f}" for text, alpha in sorted(workload.alpha.items()))
+    print(f"{args.json}: {len(workload.phases)} phases, K = {workload.max_depth}, acceptance per position: {alphas}")
+    summary = summarize(workload, args.seeds, args.noise)
+    fixed = ", ".join(f"depth {d} {summary[str(d)]:.0f}" for d in range(workload.max_depth + 1))
+    print(f"tok/s: {fixed}, oracle {summary['oracle']:.0f}, auto {summary['auto']:.0f}")
+    print(f"auto / best static {summary['auto_vs_best_static']:.3f}, oracle / best static "
+          f"{summary['oracle_vs_best_static']:.3f}")
+    if args.phases:
+        auto, oracle = replay(workload, "auto", 0, args.noise)[1], replay(workload, "oracle", 0, args.noise)[1]
+        for (phase, rate, depths), (_, best_rate, best_depths) in zip(auto, oracle):
+            print(f"phase {phase.index:2d} {phase.text:8s} N={phase.requests:2d}: auto {rate:5.0f} tok/s {depths}, "
+                  f"oracle {best_rate:5.0f} {best_depths}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""analysis/depth_replay.py: the measured shifting workload replayed through the depth controller (no engine)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.depth_replay import SHIFTING_JSON, load_workload, main, replay, solve_alpha, summarize
+
+# The run of 2026-11-26 (steps of 10-20 ms, where speculating paid in the greedy ramps at low N: each
+# phase's best depth 1.12x the best fixed one), kept beside the latest run for the controller's tests.
+RECORDED = SHIFTING_JSON.parent / "shifting_earlier" / "before_shared_text.json"
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return load_workload(json.loads(RECORDED.read_text())["samples"])
+
+
+@pytest.mark.parametrize("accepted", [0.05, 1.0, 1.95, 2.9])
+def test_the_acceptance_solved_for_gives_back_the_accepted_drafts(accepted):
+    alpha = solve_alpha(accepted, 3)
+    assert sum(alpha ** i for i in range(1, 4)) == pytest.approx(accepted, abs=1e-6)
+
+
+def test_the_committed_run_reads_as_a_workload(workload):
+    assert len(workload.phases) == 27 and workload.max_depth == 3
+    assert workload.alpha["greedy"] > 0.5 > 0.2 > workload.alpha["sampled"]
+    assert all(workload.step_seconds[(p.requests, d)] > 0 for p in workload.phases for d in range(4))
+
+
+def test_the_oracle_beats_every_fixed_depth(workload):
+    """Each phase at its best depth in hindsight: above every fixed depth over the workload."""
+    oracle = replay(workload, "oracle", seed=1, noise=0.0)[0]
+    assert all(oracle > replay(workload, depth, seed=1, noise=0.0)[0] for depth in range(workload.max_depth + 1))
+
+
+def test_auto_beats_every_fixed_depth_on_the_shifting_workload(workload):
+    """The controller's rules on the recorded workload: ``auto`` above every fixed depth (1.03x-1.04x of the
+    best when written; 0.995x-1.000x before the rules that probe depth 0 alone and share a move off depth 0)."""
+    summary = summarize(workload, seeds=3)
+    assert summary["auto_vs_best_static"] > 1.015
+    assert summary["oracle_vs_best_static"] > summary["auto_vs_best_static"]
+
+
+def test_auto_turns_speculation_off_on_text_its_drafter_misses(workload):
+    phases = replay(workload, "auto", seed=0)[1]
+    sampled = [depths for phase, _, depths in phases if phase.text == "sampled"]
+    steps = [sum(depths.values()) for depths in sampled]
+    # 86 % of the sampled ramp's steps when written (77 % before depth 0 was probed alone)
+    assert sum(depths.get(0, 0) for depths in sampled) > 0.82 * sum(steps)
+
+
+def test_the_command_line_prints_the_ratios(capsys):
+    main(["--seeds", "1", "--phases"])
+    out = capsys.readouterr().out
+    assert "auto / best static" in out and "phase 26" in out
