@@ -243,16 +243,16 @@ class MineDraftRunnerMixin:
         skipped call keeps only what its catch-up reads: the target's hidden states of the step's
         tokens and where each request's tokens start (``_skip_kwargs``)."""
         catch_up = self.draft_catch_up
-        if self.stateless_drafter and scheduler_output.num_spec_tokens_to_schedule == 0:
-            # vLLM's n-gram proposer would scan every request's tokens for a match at depth 0, for no
-            # drafts; the call still goes to the draft source, which answers it empty (a deferred one too).
-            return self._propose((), {})
-        if catch_up is not None and scheduler_output.num_spec_tokens_to_schedule == 0:
-            if not catch_up.keeps_hidden_states:
+        if scheduler_output.num_spec_tokens_to_schedule == 0:
+            if self.stateless_drafter or (catch_up is not None and not catch_up.keeps_hidden_states):
+                # Nothing of this step to keep: the n-gram drafter reads the token table at its next call
+                # (vLLM's would scan every request's tokens here, for no drafts), a draft model's catch-up
+                # the committed tokens. The call still goes to the draft source, which answers it empty.
                 return self._propose((), {})
-            kept = self._skip_kwargs(scheduler_output, args, kwargs)
-            if kept is not None and catch_up.can_skip(kept):
-                return self._propose((), kept)
+            if catch_up is not None:
+                kept = self._skip_kwargs(scheduler_output, args, kwargs)
+                if kept is not None and catch_up.can_skip(kept):
+                    return self._propose((), kept)
         return super().propose_draft_token_ids(scheduler_output, *args, **kwargs)
 
     def _skip_kwargs(self, scheduler_output, args: tuple, kwargs: dict) -> dict | None:
