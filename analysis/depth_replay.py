@@ -23,6 +23,7 @@ medians over ``--seeds`` seeds.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 from collections import Counter, defaultdict
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minedraft.scheduling.depth_controller import DepthController
+from minedraft.scheduling.mode_policy import decode_bucket
 
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
 STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
@@ -51,7 +53,12 @@ class Workload:
     max_depth: int
 
     def accepted(self, text: str, depth: int) -> float:
-        return sum(self.alpha[text] ** i for i in range(1, depth + 1))
+        return accepted_drafts(self.alpha[text], depth)
+
+
+def accepted_drafts(alpha: float, depth: int) -> float:
+    """Expected accepted drafts of a step at ``depth`` under a geometric per-position acceptance ``alpha``."""
+    return sum(alpha ** i for i in range(1, depth + 1))
 
 
 def solve_alpha(accepted_per_draft: float, depth: int) -> float:
@@ -59,7 +66,7 @@ def solve_alpha(accepted_per_draft: float, depth: int) -> float:
     low, high = 0.0, 1.0
     for _ in range(60):
         mid = (low + high) / 2
-        low, high = (mid, high) if sum(mid ** i for i in range(1, depth + 1)) < accepted_per_draft else (low, mid)
+        low, high = (mid, high) if accepted_drafts(mid, depth) < accepted_per_draft else (low, mid)
     return low
 
 
@@ -75,23 +82,17 @@ def load_workload(samples: list[dict]) -> Workload:
             counts[s["text"]][1] += s["counters"]["vllm:spec_decode_num_drafts"]
     alpha = {text: solve_alpha(accepted / drafts, max_depth) for text, (accepted, drafts) in counts.items()}
     phases = sorted({Phase(s["phase"], s["text"], s["requests"]) for s in samples}, key=lambda p: p.index)
-    workload = Workload(phases, {}, alpha, max_depth)
     seconds = defaultdict(list)
     for s in samples:
         depth = depth_of.get(s["engine"])
         if depth is not None:  # a step's tokens over the engine's rate: its duration
-            tokens = s["requests"] * (1 + workload.accepted(s["text"], depth))
+            tokens = s["requests"] * (1 + accepted_drafts(alpha[s["text"]], depth))
             seconds[(s["requests"], depth)].append(tokens / s["tok_s"])
     step_seconds = {key: statistics.median(values) for key, values in seconds.items()}
     for n in {p.requests for p in phases}:
         for depth in range(2, max_depth):
             step_seconds[(n, depth)] = (step_seconds[(n, 1)] + step_seconds[(n, max_depth)]) / 2
     return Workload(phases, step_seconds, alpha, max_depth)
-
-
-def bucket(requests: int) -> int:
-    """The scheduler's load bucket (scheduling/mode_policy.py): powers of two."""
-    return 1 << (requests.bit_length() - 1)
 
 
 def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 0.10) -> tuple[float, list]:
@@ -101,17 +102,17 @@ def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 
     controller = DepthController(workload.max_depth)
     elapsed, rows = 0.0, []
     for phase in workload.phases:
-        n, text, started = phase.requests, phase.text, elapsed
+        n, text, started, load = phase.requests, phase.text, elapsed, decode_bucket(phase.requests)
         best = max(range(workload.max_depth + 1),
                    key=lambda d: (1 + workload.accepted(text, d)) / workload.step_seconds[(n, d)])
         produced, depths = 0.0, Counter()
         while produced < OUTPUT_TOKENS:
-            depth = best if policy == "oracle" else policy if isinstance(policy, int) else controller.depth(bucket(n))
+            depth = best if policy == "oracle" else policy if isinstance(policy, int) else controller.depth(load)
             gained = 1 + workload.accepted(text, depth) * (1 + rng.uniform(-0.3, 0.3))
             seconds = workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise))
             if policy == "auto":
                 arrival = float(phase.index)
-                controller.observe(bucket(n), depth, round(n * gained), seconds, ceiling_tokens=n * (1 + depth),
+                controller.observe(load, depth, round(n * gained), seconds, ceiling_tokens=n * (1 + depth),
                                    arrivals=(arrival, arrival))
             produced += gained
             elapsed += seconds
@@ -130,8 +131,6 @@ def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10) -> dict[s
 
 
 def main(argv: list[str] | None = None) -> None:
-    import json
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("json", nargs="?", type=Path, default=SHIFTING_JSON)
     parser.add_argument("--seeds", type=int, default=5)

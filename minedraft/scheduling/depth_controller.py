@@ -216,10 +216,10 @@ class DepthController:
         """Set up the round's probes; False if there is nothing to probe."""
         d = state.depth
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
-        if d > 0 and not recheck and state.rate(d).per_second * (1 + self.margin) < state.ceilings.get(0, 0.0):
+        bar = state.rate(d).per_second * (1 + self.margin)
+        if d > 0 and not recheck and bar < state.ceilings.get(0, 0.0):
             neighbours = {0}  # below what speculation off gave at this load: the drafts stopped paying
         elif not recheck:
-            bar = state.rate(d).per_second * (1 + self.margin)
             neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
         state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
