@@ -51,6 +51,9 @@ class MineDraftMetrics:
         self.steps_by_depth = prometheus_client.Counter(
             "minedraft:steps_by_depth", "Engine steps by the speculation depth they drafted at.", ["engine", "depth"])
         self.since_last_log: dict[int, MineDraftStats] = {}
+        # Each engine's labelled series, looked up once: ``labels()`` sorts and locks on every
+        # call, and ``observe`` runs once per engine step.
+        self._series: dict[int, tuple[list, list, dict[str, prometheus_client.Counter]]] = {}
 
     @classmethod
     def get(cls) -> MineDraftMetrics:
@@ -59,18 +62,30 @@ class MineDraftMetrics:
         return cls._instance
 
     def observe(self, stats: MineDraftStats, engine: int = 0) -> None:
-        label = str(engine)
-        for name, counter in self.counters.items():
-            series = counter.labels(engine=label)  # exported from the first step on, at 0 until counted
+        counters, gauges, by_depth = self._engine_series(engine)
+        for name, series in counters:
             if value := getattr(stats, name):
                 series.inc(value)
-        for name, gauge in self.gauges.items():
-            gauge.labels(engine=label).set(getattr(stats, name))
+        for name, series in gauges:
+            series.set(getattr(stats, name))
         for depth, steps in stats.steps_by_depth.items():
-            self.steps_by_depth.labels(engine=label, depth=depth).inc(steps)
+            if (series := by_depth.get(depth)) is None:
+                series = by_depth[depth] = self.steps_by_depth.labels(engine=str(engine), depth=depth)
+            series.inc(steps)
         acc = self.since_last_log.setdefault(engine, MineDraftStats())
         for name in _COUNTERS:
             setattr(acc, name, getattr(acc, name) + getattr(stats, name))
+
+    def _engine_series(self, engine: int) -> tuple[list, list, dict]:
+        if (series := self._series.get(engine)) is None:
+            label = str(engine)
+            # Created at an engine's first step: exported from then on, at 0 until counted.
+            series = self._series[engine] = (
+                [(name, counter.labels(engine=label)) for name, counter in self.counters.items()],
+                [(name, gauge.labels(engine=label)) for name, gauge in self.gauges.items()],
+                {},
+            )
+        return series
 
     def log(self) -> None:
         for engine, acc in sorted(self.since_last_log.items()):

@@ -260,10 +260,11 @@ class MineDraftScheduler(Scheduler):
         self, output: SchedulerOutput, parallel_allowed: bool, load: Load, started: float
     ) -> MineDraftSchedulerOutput:
         scheduled = output.num_scheduled_tokens
-        running_ids = {r.request_id for r in self.running}
-        draft_only = [
-            rid for rid in self._drafting if rid in running_ids and rid not in scheduled
-        ]
+        if self._drafting:
+            running_ids = {r.request_id for r in self.running}
+            draft_only = [rid for rid in self._drafting if rid in running_ids and rid not in scheduled]
+        else:
+            draft_only = []  # plain SD and depth 0: nothing on the lane
         # Decode requests not verified now: verified next step.
         next_due = {
             r.request_id

@@ -77,9 +77,10 @@ class DraftCatchUp:
         fit ``max_hidden_bytes``."""
         return not self.keeps_hidden_states or self.hidden_bytes + self._hidden_nbytes(kwargs) <= self.max_hidden_bytes
 
-    def skip(self, call: ProposeCall) -> torch.Tensor | None:
-        """A depth-0 call, not run: what vLLM's proposer returns for it (no drafts); None where the
-        call must run (its hidden states would exceed ``max_hidden_bytes``)."""
+    def skip(self, call: ProposeCall) -> list[list[int]] | None:
+        """A depth-0 call, not run: no drafts, one empty list per request, as vLLM's runner takes them
+        from its host-side drafters (an empty tensor would cost a device-to-host copy every step);
+        None where the call must run (its hidden states would exceed ``max_hidden_bytes``)."""
         if not self.can_skip(call.kwargs):
             return None
         rows = self._hidden_rows(call) if self.keeps_hidden_states else None
@@ -91,7 +92,7 @@ class DraftCatchUp:
             if rows is not None:
                 self.hidden.setdefault(req_id, []).append(rows[row])
         self.skipped_calls += 1
-        return torch.empty(len(call.req_ids), 0, dtype=torch.int64, device=self.device)
+        return [[] for _ in call.req_ids]
 
     def release(self, req_ids: set[str]) -> None:
         """Finished or preempted requests (a preempted one is computed again from its start)."""
