@@ -14,10 +14,14 @@ the same workload through ``DepthController`` itself, fed from that run's measur
   rate per text is solved from stock SD at K's own counters (vLLM's accepted tokens per draft);
 * every phase is new requests (their arrival is the phase), as in the benchmark.
 
-What it leaves out: the draft's catch-up after depth 0, MineDraft's own step cost at depth 0, and the
-machine's slow swings (only per-step jitter). So it measures the rules' choices, not the engine:
-``auto`` against each fixed depth and against the best depth of each phase in hindsight (the oracle),
-medians over ``--seeds`` seeds.
+* the machine (``Machine``, off unless asked): ``--stalls P SECONDS`` adds a stall of SECONDS to a step with
+  probability P; ``--swings`` multiplies step times by a speed drawn from 0.75x-1.3x for 1-3 s at a time
+  (this project's VMs move by 30 % within seconds).
+
+What it leaves out: the draft's catch-up after depth 0 and MineDraft's own step cost at depth 0. So it
+measures the rules' choices, not the engine: ``auto`` against each fixed depth and against the best depth
+of each phase in hindsight (the oracle), medians over ``--seeds`` seeds. ``--min-window-s`` replays the
+controller with another shortest window.
 """
 
 from __future__ import annotations
@@ -43,6 +47,25 @@ class Phase:
     index: int
     text: str
     requests: int
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the machine adds to a step's time beyond per-step jitter."""
+
+    stall_p: float = 0.0  # a step stalls with this probability ...
+    stall_s: float = 0.0  # ... for this many seconds
+    swings: bool = False  # the machine's speed moves between 0.75x and 1.3x, 1-3 s at a time
+
+    def slowdown(self, rng: random.Random):
+        """Step seconds at time ``elapsed`` -> as this machine stretches them (one generator per replay)."""
+        speed, until = 1.0, 0.0
+        seconds, elapsed = yield 0.0
+        while True:
+            if self.swings and elapsed >= until:
+                speed, until = rng.uniform(0.75, 1.3), elapsed + rng.uniform(1.0, 3.0)
+            stall = self.stall_s if rng.random() < self.stall_p else 0.0
+            seconds, elapsed = yield seconds * speed + stall
 
 
 @dataclass(frozen=True)
@@ -95,11 +118,14 @@ def load_workload(samples: list[dict]) -> Workload:
     return Workload(phases, step_seconds, alpha, max_depth)
 
 
-def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 0.10) -> tuple[float, list]:
+def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 0.10,
+           machine: Machine = Machine(), **controller_args) -> tuple[float, list]:
     """Workload tokens/s under ``policy``: a fixed depth, "oracle" (each phase's best depth) or "auto"
-    (the controller); and per phase (phase, tok/s, steps by depth)."""
+    (the controller, ``controller_args`` passed to it); and per phase (phase, tok/s, steps by depth)."""
     rng = random.Random(seed)
-    controller = DepthController(workload.max_depth)
+    stretch = machine.slowdown(random.Random(seed + 1))  # its own stream: the same machine for every policy
+    next(stretch)
+    controller = DepthController(workload.max_depth, **controller_args)
     elapsed, rows = 0.0, []
     for phase in workload.phases:
         n, text, started, load = phase.requests, phase.text, elapsed, decode_bucket(phase.requests)
@@ -109,7 +135,8 @@ def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 
         while produced < OUTPUT_TOKENS:
             depth = best if policy == "oracle" else policy if isinstance(policy, int) else controller.depth(load)
             gained = 1 + workload.accepted(text, depth) * (1 + rng.uniform(-0.3, 0.3))
-            seconds = workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise))
+            seconds = stretch.send((workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise)),
+                                    elapsed))
             if policy == "auto":
                 arrival = float(phase.index)
                 controller.observe(load, depth, round(n * gained), seconds, ceiling_tokens=n * (1 + depth),
@@ -121,10 +148,12 @@ def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 
     return sum(OUTPUT_TOKENS * p.requests for p in workload.phases) / elapsed, rows
 
 
-def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10) -> dict[str, float]:
+def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10, machine: Machine = Machine(),
+              **controller_args) -> dict[str, float]:
     """Median tokens/s over seeds for each fixed depth, the oracle and ``auto``, and ``auto``'s ratios."""
     policies = [*range(workload.max_depth + 1), "oracle", "auto"]
-    rates = {str(p): statistics.median(replay(workload, p, seed, noise)[0] for seed in range(seeds)) for p in policies}
+    rates = {str(p): statistics.median(replay(workload, p, seed, noise, machine, **controller_args)[0]
+                                       for seed in range(seeds)) for p in policies}
     best_static = max(rates[str(d)] for d in range(workload.max_depth + 1))
     return {**rates, "auto_vs_best_static": rates["auto"] / best_static,
             "oracle_vs_best_static": rates["oracle"] / best_static}
@@ -136,17 +165,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--noise", type=float, default=0.10, help="each step's relative jitter")
     parser.add_argument("--phases", action="store_true", help="each phase of seed 0: auto beside the oracle")
+    parser.add_argument("--stalls", type=float, nargs=2, default=(0.0, 0.0), metavar=("P", "SECONDS"),
+                        help="a step stalls with probability P for SECONDS")
+    parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
+    parser.add_argument("--min-window-s", type=float, help="the controller's shortest window (default: its own)")
     args = parser.parse_args(argv)
+    machine = Machine(*args.stalls, swings=args.swings)
+    controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
     workload = load_workload(json.loads(args.json.read_text())["samples"])
     alphas = ", ".join(f"{text} {alpha:.2f}" for text, alpha in sorted(workload.alpha.items()))
     print(f"{args.json}: {len(workload.phases)} phases, K = {workload.max_depth}, acceptance per position: {alphas}")
-    summary = summarize(workload, args.seeds, args.noise)
+    summary = summarize(workload, args.seeds, args.noise, machine, **controller_args)
     fixed = ", ".join(f"depth {d} {summary[str(d)]:.0f}" for d in range(workload.max_depth + 1))
     print(f"tok/s: {fixed}, oracle {summary['oracle']:.0f}, auto {summary['auto']:.0f}")
     print(f"auto / best static {summary['auto_vs_best_static']:.3f}, oracle / best static "
           f"{summary['oracle_vs_best_static']:.3f}")
     if args.phases:
-        auto, oracle = replay(workload, "auto", 0, args.noise)[1], replay(workload, "oracle", 0, args.noise)[1]
+        auto = replay(workload, "auto", 0, args.noise, machine, **controller_args)[1]
+        oracle = replay(workload, "oracle", 0, args.noise, machine)[1]
         for (phase, rate, depths), (_, best_rate, best_depths) in zip(auto, oracle):
             print(f"phase {phase.index:2d} {phase.text:8s} N={phase.requests:2d}: auto {rate:5.0f} tok/s {depths}, "
                   f"oracle {best_rate:5.0f} {best_depths}")

@@ -17,7 +17,8 @@ second of whole steps, so acceptance, drafting and verification all count):
 * Round. Once the verdict's depth has ``baseline_steps`` measured steps, the
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
-  the machine's noise) and moves to the best if it beats the verdict by ``margin`` and by
+  the machine's noise; 0.1 s, because with steps of 2-7 ms a window of 0.2 s made a round
+  outlast a burst of requests: analysis/depth_replay.py) and moves to the best if it beats the verdict by ``margin`` and by
   ``confidence`` standard errors of the difference (estimated from the windows' steps: a window
   taken while the machine was busy has a wide one and moves nothing). Before a move the
   verdict is measured once more, and the move must beat its windows before and after the
@@ -108,7 +109,7 @@ class DepthController:
     min_probe_steps: int = 3
     settle_steps: int = 2
     early_stop_loss: float = 0.10
-    min_window_s: float = 0.2
+    min_window_s: float = 0.1
     exploit_steps: int = 300
     exploit_s: float = 5.0
     max_backoff: int = 4

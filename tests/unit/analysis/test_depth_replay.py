@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from analysis.depth_replay import SHIFTING_JSON, load_workload, main, replay, solve_alpha, summarize
+from analysis.depth_replay import SHIFTING_JSON, Machine, load_workload, main, replay, solve_alpha, summarize
 
 # The run of 2026-11-26 (steps of 10-20 ms, where speculating paid in the greedy ramps at low N: each
 # phase's best depth 1.12x the best fixed one), kept beside the latest run for the controller's tests.
@@ -50,6 +50,24 @@ def test_auto_turns_speculation_off_on_text_its_drafter_misses(workload):
     steps = [sum(depths.values()) for depths in sampled]
     # 86 % of the sampled ramp's steps when written (77 % before depth 0 was probed alone)
     assert sum(depths.get(0, 0) for depths in sampled) > 0.82 * sum(steps)
+
+
+def test_the_machine_stretches_steps_the_same_way_for_every_replay_of_a_seed(workload):
+    calm = replay(workload, 0, seed=2, noise=0.0)[0]
+    stalled = replay(workload, 0, seed=2, noise=0.0, machine=Machine(0.2, 0.01))[0]
+    assert stalled < calm
+    swinging = [replay(workload, 0, seed=2, noise=0.0, machine=Machine(swings=True))[0] for _ in range(2)]
+    assert swinging[0] == swinging[1] != calm
+
+
+def test_windows_fit_short_steps():
+    """The 2026-11-28 run (steps of 2-7 ms, a phase 0.3-0.6 s): with windows of at least 0.2 s a round spans
+    most of a phase and ``auto`` replays at 0.91x of the best fixed depth; 0.95x with the default 0.1 s
+    windows when written (stalls and swings of the machine modelled: 0.91x either way)."""
+    recorded = SHIFTING_JSON.parent / "shifting_earlier" / "before_shorter_windows.json"
+    latest = load_workload(json.loads(recorded.read_text())["samples"])
+    assert summarize(latest, seeds=3)["auto_vs_best_static"] > 0.935
+    assert summarize(latest, seeds=3, min_window_s=0.2)["auto_vs_best_static"] < 0.925
 
 
 def test_the_command_line_prints_the_ratios(capsys):
