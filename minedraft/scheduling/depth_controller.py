@@ -18,9 +18,10 @@ second of whole steps, so acceptance, drafting and verification all count):
   controller probes its neighbours and 0 (speculation off) for ``probe_steps``
   each (every window also lasts ``min_window_s``: a few short steps are mostly
   the machine's noise; 0.1 s, because with steps of 2-7 ms a window of 0.2 s made a round
-  outlast a burst of requests: analysis/depth_replay.py) and moves to the best if it beats the verdict by ``margin`` and by
-  ``confidence`` standard errors of the difference (estimated from the windows' steps: a window
-  taken while the machine was busy has a wide one and moves nothing). Before a move the
+  outlast a burst of requests: analysis/depth_replay.py) and moves to the best if it beats
+  the verdict by ``margin`` and by ``confidence`` standard errors of the difference
+  (estimated from the windows' steps: a window taken while the machine was busy has a wide
+  one and moves nothing). Before a move the
   verdict is measured once more, and the move must beat its windows before and after the
   probes, each: a machine whose speed drifted while the round went on (this project's CPU
   VMs move by 30 % within seconds) cannot make it; after a
