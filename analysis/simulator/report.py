@@ -239,9 +239,10 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
         + (" --fit-engine" if fit_engine else "") + "`; do not edit "
         "by hand. The model: `minedraft/cost_model/` (per-step lane costs -> tokens/s of no SD, stock SD and "
         "MineDraft, two-group split and fallback included). GPU figures are a model built from datasheets, model "
-        "cards, stated assumptions and four constants measured on an H100 with torch alone "
-        "(`benchmarks/gpu_overlap.py`: bandwidth shares, eager launch cost, same-GPU interference); no GPU "
-        "measurement inside vLLM is behind them.",
+        "cards, stated assumptions and constants measured with torch alone (on an H100, "
+        "`benchmarks/gpu_overlap.py`: bandwidth shares, eager launch cost, same-GPU interference; on an H200, "
+        "`benchmarks/gpu_depth.py`: the verification's compute efficiency); no GPU measurement inside vLLM is "
+        "behind them.",
         "",
         "## 1. Error against the CPU measurements",
         "",
@@ -293,8 +294,8 @@ def render_report(step_overlap: str | Path = CPU_STEP_OVERLAP_JSON, summary: str
         "- The throughput claims are \"up to\" figures (best dataset and k) and the model picks its best k, so a match "
         "says the lanes can balance as well as the paper found, not that each run is reproduced. The GPU constants "
         f"(bandwidth efficiency {BANDWIDTH_EFFICIENCY}, eager host {EAGER_HOST_MS_PER_LAYER} ms per layer: "
-        f"measured on an H100 with torch alone; compute efficiency {COMPUTE_EFFICIENCY}, engine overheads: "
-        "assumptions) are committed with the simulator "
+        f"measured on an H100 with torch alone; compute efficiency {COMPUTE_EFFICIENCY}: measured on an H200; "
+        "engine overheads: assumptions) are committed with the simulator "
         "(profile.py), not fitted here to these figures. The host time sets the small drafters' Td and so the "
         "best k, but moves the best gain much less (table below): with k free, some k nearly balances the lanes; "
         "the ceiling is (Tv + Td + c) / (max(Tv, Td) + c) with c the engine's per-step work, which neither lane "

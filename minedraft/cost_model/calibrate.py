@@ -1,7 +1,9 @@
 """Calibration: fit a :class:`~minedraft.cost_model.profile.LatencyProfile` to measurements.
 
 :func:`fit_step_overlap` fits the CPU lanes and the engine overhead to a
-``step_overlap.json`` (``benchmarks/step_overlap.py``); :func:`profile_by_name`
+``step_overlap.json`` (``benchmarks/step_overlap.py``); :func:`fit_gpu_overlap` and
+:func:`fit_compute_efficiency` check the GPU profile's measured constants against
+``benchmarks/gpu_overlap.py`` and ``benchmarks/gpu_depth.py``; :func:`profile_by_name`
 returns the named profiles (``cpu`` and the H100 layouts). The CPU measurements
 ship in the package (``calibration/``): ``auto``'s prior
 (``minedraft/scheduling/mode_prior.py``) fits on them at run time.
@@ -239,6 +241,36 @@ def fit_gpu_overlap(path: str | Path) -> GpuOverlapFit:
         device=device, interference=interference, host_ms_per_layer=float(np.median(host)),
         bandwidth_efficiency={"target": efficiency(target, smallest["t_verify_ms"], 1),
                               "draft": efficiency(draft, smallest["t_draft_ms"], smallest["k"])})
+
+
+def fit_compute_efficiency(path: str | Path) -> dict[str, float]:
+    """The share of the dense BF16 peak that the profile's verification model needs to match
+    ``benchmarks/gpu_depth.py``'s graph rows (the target's forward over B x (d + 1) tokens, B up
+    to 128, d up to 5): ``efficiency`` minimises the rms relative error of
+    ``per_request·B + max(floor, per_token·B·(d + 1))`` over those rows, the floor and the KV reads
+    at the bandwidth share of each pair's one-request, one-token row; ``rms_error`` is its error,
+    ``rms_error_at_0_60`` that of the 0.60 the profile assumed before it was measured."""
+    data = json.loads(Path(path).read_text())
+    gpu, context = GPU_ACCELERATORS[data["meta"]["device"]], data["meta"]["context"]
+    rows = [r for r in data["rows"] if r["mode"] == "graph"]
+    cases = []  # (weights ms at full bandwidth, KV ms per request at full bandwidth, FLOPs, bandwidth share, ms)
+    for pair in sorted({r["pair"] for r in rows}):
+        target = GPU_OVERLAP_PAIRS[pair][0]
+        weights_ms = target.read_params_b * 1e9 * 2 / (gpu.bandwidth_tb_s * 1e9)
+        kv_ms = context * target.kv_bytes_per_token / (gpu.bandwidth_tb_s * 1e9)
+        series = [r for r in rows if r["pair"] == pair]
+        smallest = min(series, key=lambda r: r["batch"])
+        share = (weights_ms + smallest["batch"] * kv_ms) / smallest["verify_ms"][0]
+        cases += [(weights_ms, r["batch"] * kv_ms, 2 * target.read_params_b * 1e9 * r["batch"] * (d + 1), share, ms)
+                  for r in series for d, ms in enumerate(r["verify_ms"])]
+
+    def rms_error(efficiency: float) -> float:
+        flops_per_ms = gpu.bf16_tflops * efficiency * 1e9
+        return float(np.sqrt(np.mean([((kv + max(w, flops * share / flops_per_ms)) / share - ms) ** 2 / ms ** 2
+                                      for w, kv, flops, share, ms in cases])))
+
+    best = min(np.arange(0.20, 0.81, 0.01), key=rms_error)
+    return {"efficiency": round(float(best), 2), "rms_error": rms_error(best), "rms_error_at_0_60": rms_error(0.60)}
 
 
 PROFILE_NAMES = ("cpu", "h100-same-gpu", "h100-two-gpus", "h100-paper")

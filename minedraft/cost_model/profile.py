@@ -22,10 +22,11 @@ A :class:`LatencyProfile` answers four questions in milliseconds:
 
 Two sources: :func:`~minedraft.cost_model.calibrate.fit_step_overlap` fits the CPU lanes to
 ``benchmarks/results/cpu/step_overlap.json``; :meth:`LatencyProfile.from_published`
-builds a GPU profile from datasheet and model-card figures, four constants
-measured on an H100 with torch alone (``benchmarks/gpu_overlap.py``: bandwidth
-shares, eager launch cost, same-GPU interference) and stated assumptions; no
-GPU profile has been measured inside vLLM.
+builds a GPU profile from datasheet and model-card figures, constants measured
+with torch alone (on an H100, ``benchmarks/gpu_overlap.py``: bandwidth shares,
+eager launch cost, same-GPU interference; on an H200, ``benchmarks/gpu_depth.py``:
+the verification's compute efficiency) and stated assumptions; no GPU profile
+has been measured inside vLLM.
 """
 
 from __future__ import annotations
@@ -351,8 +352,14 @@ EAGER_HOST_MS_PER_LAYER = 0.14
 # 0.93-0.99 at B = 128, where the verification's GEMMs fill the GPU). The profiles model eager execution.
 SAME_GPU_INTERFERENCE = 0.97
 SAME_GPU_INTERFERENCE_GRAPHS = 0.78
+# Share of the dense BF16 peak that the verification's forward reaches in the model above (max(weights,
+# compute) + KV reads): calibrate.fit_compute_efficiency on benchmarks/results/nvidia-h200/gpu_depth.json
+# (2026-11-28, torch alone, graph replay, the target over B x (d + 1) tokens for B = 1 to 128, d = 0 to 5;
+# the H100's datasheet compute is the H200's). 0.38 in both runs (rms error 15 %; the 0.60 assumed before,
+# 23 %); the model's max() is a roofline and the measured forward sits nearer weights + compute between them,
+# so the model still reads up to about 30 % low at 64-192 tokens.
+COMPUTE_EFFICIENCY = 0.38
 # Assumptions (inferred, not measured here):
-COMPUTE_EFFICIENCY = 0.60  # share of dense BF16 peak the verification GEMMs reach
 # The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);
 # assume a 384-token mean prompt, so the mean context during decode is 384 + 128.
 MEAN_PROMPT_TOKENS = 384

@@ -80,3 +80,19 @@ def test_measured_gpu_constants_agree_with_the_committed_h100_run():
     # Sharing one GPU costs, on both GPUs measured: neither mode overlaps as separate devices would (i = 0).
     for gpu_fit in (fit, fit_gpu_overlap(path.parents[1] / "nvidia-h200" / "gpu_overlap.json")):
         assert 0.3 < gpu_fit.interference["graph"] < gpu_fit.interference["eager"] <= 1.1
+
+
+def test_compute_efficiency_is_the_fit_of_the_committed_depth_run():
+    """COMPUTE_EFFICIENCY is what benchmarks/gpu_depth.py's committed H200 rows fit, and it fits
+    them better than the 0.60 assumed before they were measured."""
+    from pathlib import Path
+
+    from minedraft.cost_model import profile
+    from minedraft.cost_model.calibrate import fit_compute_efficiency
+
+    results = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "nvidia-h200"
+    fit = fit_compute_efficiency(results / "gpu_depth.json")
+    assert fit["efficiency"] == pytest.approx(profile.COMPUTE_EFFICIENCY, abs=0.005)
+    assert fit["rms_error"] < fit["rms_error_at_0_60"]
+    assert fit_compute_efficiency(results / "gpu_depth_iters20.json")["efficiency"] == pytest.approx(
+        fit["efficiency"], abs=0.02)

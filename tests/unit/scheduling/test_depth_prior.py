@@ -91,3 +91,18 @@ def test_the_scheduler_starts_a_same_sized_draft_at_depth_zero(draft_model_confi
     assert sched.depth_controller.ruled_out == set() and sched.depth_controller.depth(4) == 3
     monkeypatch.setenv("MINEDRAFT_MODE", "parallel")  # its steps overlap draft forwards with verification
     assert make_scheduler(target, MineDraftScheduler, vllm_config=same).depth_controller.ruled_out == set()
+
+
+def test_no_gpu_measurement_beats_the_bound():
+    """The bound rules depths out, so it must hold on real hardware: benchmarks/gpu_depth.py's
+    committed H200 rows (two published pairs, B = 1 to 128, depths 0 to 5, eager and graphs)
+    never give, with every draft accepted, more over depth 0 than ``max_gain`` allows."""
+    results = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "nvidia-h200"
+    for path in results.glob("gpu_depth*.json"):
+        rows = json.loads(path.read_text())["rows"]
+        assert rows
+        for row in rows:
+            verify, draft = row["verify_ms"], row["draft_ms"]
+            for depth, ms in enumerate(verify):
+                measured = (depth + 1) * verify[0] / (ms + depth * draft)
+                assert measured <= max_gain(depth, row["cost_ratio"]) + 1e-9, (path.name, row["pair"], depth)
