@@ -356,8 +356,9 @@ SAME_GPU_INTERFERENCE_GRAPHS = 0.78
 # compute) + KV reads): calibrate.fit_compute_efficiency on benchmarks/results/nvidia-h200/gpu_depth.json
 # (2026-11-28, torch alone, graph replay, the target over B x (d + 1) tokens for B = 1 to 128, d = 0 to 5;
 # the H100's datasheet compute is the H200's). 0.38 in both runs (rms error 15 %; the 0.60 assumed before,
-# 23 %); the model's max() is a roofline and the measured forward sits nearer weights + compute between them,
-# so the model still reads up to about 30 % low at 64-192 tokens.
+# 23 %); on an H100 (nvidia-h100-80gb-hbm3/gpu_depth.json, the Llama pair: Qwen3-32B did not fit) 0.39.
+# The model's max() is a roofline and the measured forward sits nearer weights + compute between them, so
+# the model still reads up to about 30 % low at 64-192 tokens.
 COMPUTE_EFFICIENCY = 0.38
 # Assumptions (inferred, not measured here):
 # The paper's runs: ShareGPT prompts of >= 256 tokens, 256 output tokens (minedraft-paper.md §1.4);

@@ -96,3 +96,6 @@ def test_compute_efficiency_is_the_fit_of_the_committed_depth_run():
     assert fit["rms_error"] < fit["rms_error_at_0_60"]
     assert fit_compute_efficiency(results / "gpu_depth_iters20.json")["efficiency"] == pytest.approx(
         fit["efficiency"], abs=0.02)
+    # The H100 (the profiles' GPU; the Llama pair only) has the H200's compute and fits the same.
+    h100 = results.parent / "nvidia-h100-80gb-hbm3" / "gpu_depth.json"
+    assert fit_compute_efficiency(h100)["efficiency"] == pytest.approx(fit["efficiency"], abs=0.02)
