@@ -24,14 +24,29 @@ second of whole steps, so acceptance, drafting and verification all count):
   one and moves nothing). Before a move the
   verdict is measured once more, and the move must beat its windows before and after the
   probes, each: a machine whose speed drifted while the round went on (this project's CPU
-  VMs move by 30 % within seconds) cannot make it; after a
+  VMs move by 30 % within seconds) cannot make it; a probe ahead by more than
+  ``decisive_gain`` (50 %: more than such a drift) ends early and moves without that second
+  look (replayed, analysis/depth_replay.py: the second look and full windows took most of a
+  short phase where drafts stopped paying, and such a move is never the machine's). After a
   move it climbs on at once, otherwise it waits ``exploit_steps`` decode steps
   and ``exploit_s`` seconds of them (a probe window lasts a time, so the wait
   does too), both doubled after each round that kept the verdict (up to
   ``2**max_backoff`` times): leaving depth 0 costs the draft model a catch-up over every token it
   skipped (worker/draft_catch_up.py), which the probe's own measurement does not
-  show (those steps settle). A probe that loses by ``early_stop_loss`` after
-  ``min_probe_steps`` stops.
+  show (those steps settle). A probe that loses by ``early_stop_loss`` to the
+  verdict or to an earlier probe (it cannot win the round) after ``min_probe_steps`` stops.
+* Predicted probes. A window at a depth > 0 says the acceptance per draft
+  position (its tokens over its ceiling, geometric). A round that drift starts
+  and the climb right after a move judge the text that was just measured: each
+  neighbour's goodput is predicted from that acceptance and the neighbour's step
+  cost here (its ceiling from an earlier round, or the step time interpolated
+  between two measured depths, which errs towards probing); probes go likeliest
+  first, and one predicted to lose by more than ``prediction_tolerance`` is
+  skipped. Rounds that look for text that changed (new requests, shared text,
+  the scheduled ones) predict nothing.
+* Absence. Steps at a load that resume after the engine ran at other loads for
+  longer than the window the load was filling (and ``min_window_s``) start that
+  window again: it measured requests, and text, that may have left since.
 * Drift. If the verdict's own goodput drifts by more than ``drift`` from what
   it was when the verdict was made (the text changed, and with it the
   acceptance), a round starts at once; not at depth 0, where nothing is drafted
@@ -96,6 +111,8 @@ class _LoadState:
     decided: bool = False  # a round has ended here: the verdict was compared, not just inherited
     before: Rate | None = None  # the verdict's window before the probes, while it is measured again after
     retry: bool = False  # at depth 0: a round at another load has since moved off depth 0
+    acceptance: float | None = None  # per draft position, from the latest window at a depth > 0 here
+    last_seen_s: float = 0.0  # decode seconds after the last step observed here
 
     def rate(self, depth: int) -> Rate:
         return self.rates.setdefault(depth, Rate())
@@ -118,6 +135,8 @@ class DepthController:
     margin: float = 0.03
     confidence: float = 1.0  # a move also needs a gain of this many standard errors of the difference
     drift: float = 0.20
+    decisive_gain: float = 0.50  # a probe this far ahead ends early and moves without measuring the verdict again
+    prediction_tolerance: float = 0.20  # a probe is skipped only if predicted to lose by more than this
     on_change: Callable[[str], None] | None = None
     # --- state
     decode_steps: int = 0
@@ -171,10 +190,11 @@ class DepthController:
         if arrivals is not None:
             oldest, newest = arrivals
             self._newest_arrival = newest if self._newest_arrival is None else max(newest, self._newest_arrival)
+        state = self._state(load)
+        self._forget_if_away(state, seconds)
         if self._unsettled > 0:
             self._unsettled -= 1
             return
-        state = self._state(load)
         if depth not in (state.depth, state.probing):
             return  # a step of a probe or verdict that has since ended
         state.rate(depth).add(tokens, seconds, ceiling_tokens)
@@ -183,6 +203,17 @@ class DepthController:
             self._after_probe_step(load, state)
         else:
             self._after_verdict_step(load, state, oldest)
+
+    def _forget_if_away(self, state: _LoadState, seconds: float) -> None:
+        """A load whose steps resume after the engine ran at others for longer than the window it was
+        filling (and ``min_window_s``) starts that window again: its steps measured requests, and text,
+        that may have left since. A round under way goes on; its move is still checked against the
+        verdict measured again after the probes."""
+        away = self.decode_seconds - seconds - state.last_seen_s
+        state.last_seen_s = self.decode_seconds
+        filling = state.probing if state.probing is not None else state.depth
+        if filling in state.rates and away > max(self.min_window_s, state.rates[filling].seconds):
+            state.rates[filling] = Rate()
 
     def _after_verdict_step(self, load: int, state: _LoadState, oldest: float | None) -> None:
         """The verdict is measured in windows of ``baseline_steps``; the last full window is
@@ -200,12 +231,18 @@ class DepthController:
             state.last_round_newest = self._newest_arrival  # the next turnover replaces these
             new_requests = state.turnovers >= 2 ** min(state.kept_rounds, self.max_turnover_backoff)
         retry, state.retry = state.retry, False
+        climbing = state.last_round is None and state.decided
+        if state.depth > 0:
+            state.acceptance = per_position_acceptance(window, state.depth)
         backoff = 2 ** min(state.kept_rounds, self.max_backoff)
         due = state.last_round is None or (self.decode_steps - state.last_round >= self.exploit_steps * backoff
                                            and self.decode_seconds - state.last_round_s >= self.exploit_s * backoff)
         if drifted or new_requests or due or retry:
             # At the longest wait every neighbour is probed again, even one that cannot pay.
-            if self._start_round(state, recheck=due and state.kept_rounds >= self.max_backoff):
+            # Drift and a climb judge the text the verdict's window (or the round just ended) measured:
+            # predictions may skip probes. New requests and scheduled rounds look for text that changed.
+            informed = (drifted or climbing) and not (new_requests or retry)
+            if self._start_round(state, recheck=due and state.kept_rounds >= self.max_backoff, informed=informed):
                 return
             if drifted or due:  # every neighbour is known to lose, at any acceptance: the verdict stays
                 self._end_round(load, state)
@@ -214,8 +251,9 @@ class DepthController:
             # (from these requests: last_round_newest moved on with the turnover).
         state.rates = {state.depth: Rate()}
 
-    def _start_round(self, state: _LoadState, recheck: bool = False) -> bool:
-        """Set up the round's probes; False if there is nothing to probe."""
+    def _start_round(self, state: _LoadState, recheck: bool = False, informed: bool = False) -> bool:
+        """Set up the round's probes, the likeliest first; False if there is nothing to probe. ``informed``:
+        the acceptance measured last at this load holds, and a probe predicted to lose is skipped."""
         d = state.depth
         neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
         bar = state.rate(d).per_second * (1 + self.margin)
@@ -223,18 +261,46 @@ class DepthController:
             neighbours = {0}  # below what speculation off gave at this load: the drafts stopped paying
         elif not recheck:
             neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
-        state.candidates = sorted(neighbours - {d}, key=lambda c: (abs(c - d), c))
+        predicted = {c: self._predicted(state, c) for c in neighbours - {d}}
+        if informed and not recheck:
+            known = [rate for rate in predicted.values() if rate is not None]
+            bar = max([bar, *known]) * (1 - self.prediction_tolerance)
+            neighbours = {c for c, rate in predicted.items() if rate is None or rate >= bar}
+        state.candidates = sorted(neighbours - {d}, key=lambda c: (-(predicted[c] or float("inf")), abs(c - d), c))
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
         self._next_probe(state)
         return state.probing is not None
+
+    def _predicted(self, state: _LoadState, depth: int) -> float | None:
+        """Depth ``depth``'s goodput here at the acceptance measured last: its steps per second (from
+        its ceiling, measured in an earlier round) times the tokens that acceptance gives a step. A
+        depth not measured here but between two that were gets its step time interpolated between
+        theirs: a step costs a jump from depth 0 to 1 (the draft's first forward, the verification's
+        metadata) and then about the same per depth, so the line between two depths lies at or below
+        the steps between them, and the prediction errs towards probing."""
+        if state.acceptance is None:
+            return None
+        # Per depth: a request's steps per second (``ceiling / (1 + depth)``; 1 / its step time).
+        speed = {d: ceiling / (1 + d) for d, ceiling in state.ceilings.items() if ceiling > 0}
+        if depth not in speed:
+            below, above = [d for d in speed if d < depth], [d for d in speed if d > depth]
+            if not below or not above:
+                return None
+            low, high = max(below), min(above)
+            step = 1 / speed[low] + (1 / speed[high] - 1 / speed[low]) * (depth - low) / (high - low)
+            speed[depth] = 1 / step
+        return speed[depth] * expected_tokens(state.acceptance, depth)
 
     def _next_probe(self, state: _LoadState) -> None:
         state.probing = state.candidates.pop(0) if state.candidates else None
 
     def _after_probe_step(self, load: int, state: _LoadState) -> None:
         probe, baseline = state.rate(state.probing), state.rate(state.depth).per_second
+        if state.probing != state.depth:  # a probe that loses to an earlier one cannot win the round either
+            baseline = max([baseline, *(r.per_second for d, r in state.rates.items()
+                                        if d not in (state.depth, state.probing) and r.steps > 0)])
         if (probe.steps >= self.min_probe_steps and probe.seconds >= self.min_window_s / 2
-                and probe.per_second < baseline * (1 - self.early_stop_loss)):
+                and not baseline * (1 - self.early_stop_loss) <= probe.per_second <= self._decisive(baseline)):
             self._next_probe(state)
         elif probe.steps >= self.probe_steps and probe.seconds >= self.min_window_s:
             self._next_probe(state)
@@ -245,7 +311,7 @@ class DepthController:
         old = state.depth
         if state.before is None:
             best = self._moves(state, state.rate(old))
-            if best is not None:
+            if best is not None and state.rates[best].per_second <= self._decisive(state.rate(old).per_second):
                 # Measure the verdict once more before moving: the move must beat its windows before
                 # and after the probes, each, so a machine that sped up or slowed down while the round
                 # went on cannot make it.
@@ -261,6 +327,9 @@ class DepthController:
         baseline = state.rate(old).per_second
         measured = {d: r.per_second for d, r in state.rates.items() if r.steps > 0}
         state.ceilings.update({d: state.rates[d].ceiling_per_second for d in measured})
+        deepest = max((d for d in measured if d > 0), key=lambda d: state.rates[d].ceiling_tokens, default=None)
+        if deepest is not None:
+            state.acceptance = per_position_acceptance(state.rates[deepest], deepest)
         state.last_round, state.last_round_s = self.decode_steps, self.decode_seconds
         state.last_round_newest = self._newest_arrival
         state.turnovers = 0
@@ -298,6 +367,10 @@ class DepthController:
             return best
         return None
 
+    def _decisive(self, rate: float) -> float:
+        """Goodput beyond this beats ``rate`` by more than the machine's speed moves in a round."""
+        return rate * (1 + self.decisive_gain)
+
     def _significant(self, new: Rate, old: Rate) -> bool:
         """Is ``new``'s gain over ``old`` more than ``confidence`` standard errors of the difference?"""
         noise = (new.standard_error ** 2 + old.standard_error ** 2) ** 0.5
@@ -308,6 +381,25 @@ class DepthController:
             return
         rates = ", ".join(f"k'={d}: {r:.0f} tok/s" for d, r in sorted(measured.items()))
         self.on_change(f"MineDraft auto: speculation depth {old} -> {new} at {describe_bucket(load)} ({rates})")
+
+
+def expected_tokens(acceptance: float, depth: int) -> float:
+    """A request's tokens from a step at ``depth`` when each draft is accepted with ``acceptance``
+    given the one before: the accepted run and the target's own token."""
+    return sum(acceptance ** i for i in range(depth + 1))
+
+
+def per_position_acceptance(window: Rate, depth: int) -> float | None:
+    """The ``acceptance`` whose :func:`expected_tokens` at ``depth`` is the window's tokens over its
+    ceiling (what its steps gave out against what every draft accepted would have); None at depth 0."""
+    if depth == 0 or window.ceiling_tokens <= 0:
+        return None
+    tokens = window.tokens / window.ceiling_tokens * (1 + depth)
+    low, high = 0.0, 1.0
+    for _ in range(30):
+        mid = (low + high) / 2
+        low, high = (mid, high) if expected_tokens(mid, depth) < tokens else (low, mid)
+    return low
 
 
 class ChosenDepth:

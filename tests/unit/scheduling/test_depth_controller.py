@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from minedraft.scheduling.depth_controller import DepthController
+from minedraft.scheduling.depth_controller import DepthController, expected_tokens, per_position_acceptance
+from minedraft.scheduling.mode_policy import Rate
 
 
 class FakeEngine:
@@ -141,7 +142,6 @@ def test_rounds_that_keep_the_verdict_come_less_and_less_often():
     depths = run(controller, FakeEngine(peaked_at(0, k=3), noise=0.02), 4000)
     assert controller.verdict(8) == 0
     leaving = [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] > 0]
-    leaving = leaving[1:]  # the first: the starting verdict measured again after its round probed 0, before the move
     gaps = [b - a for a, b in zip(leaving, leaving[1:])]
     assert gaps[0] < gaps[1] < gaps[2] and min(gaps[2:]) >= 8 * 100  # about 100, 200, 400, then 800 apart
     assert controller.loads[8].kept_rounds >= 4
@@ -196,8 +196,8 @@ def test_a_depth_that_cannot_pay_at_any_acceptance_is_not_probed_until_the_longe
         controller = DepthController(max_depth=1, exploit_steps=100, exploit_s=0.0, max_backoff=3)
         depths = run(controller, FakeEngine({0: 1000.0, 1: 600.0}, headroom=headroom), 5000)
         assert controller.verdict(8) == 0
-        # Without the first: the starting verdict 1 measured again after its round probed 0, before the move.
-        return [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] == 1][1:]
+        # Depth 0 wins by more than the machine moves (decisive_gain): the move needs no second look at 1.
+        return [i for i in range(1, len(depths)) if depths[i - 1] == 0 and depths[i] == 1]
 
     # Ceiling 1200 tok/s: better acceptance could win, so depth 1 is probed about 100, 200, 400, 800 steps apart.
     probed = leaving(headroom=2.0)
@@ -205,7 +205,7 @@ def test_a_depth_that_cannot_pay_at_any_acceptance_is_not_probed_until_the_longe
     # Ceiling 900 tok/s (measured while depth 1 was the starting verdict): only at the longest wait.
     skipped = leaving(headroom=1.5)
     assert min(b - a for a, b in zip(skipped, skipped[1:])) >= 8 * 100 and skipped[0] >= 100 + 200 + 400
-    assert len(skipped) <= len(probed) - 3
+    assert len(skipped) <= len(probed) - 2
 
 
 def test_depth_0_is_probed_again_when_the_acceptance_falls_below_its_rate():
@@ -262,22 +262,23 @@ def test_at_depth_0_new_requests_bring_a_new_verdict():
     controller = DepthController(max_depth=3, exploit_steps=100_000)
     sampled = {0: 1000.0, 1: 700.0, 2: 600.0, 3: 500.0}  # drafts rejected: speculation off
     greedy = peaked_at(3, k=3, top=1600.0)
+    greedy_engine = FakeEngine(greedy, headroom=1.0)  # every draft accepted
     run(controller, FakeEngine(sampled, headroom=3.0), 400, arrivals=(0.0, 1.0))
     assert controller.verdict(8) == 0
     # The same requests go on: no round, whatever their drafts would do now.
     probes = controller.probe_steps_run
-    run(controller, FakeEngine(greedy), 400, arrivals=(0.0, 1.0))
+    run(controller, greedy_engine, 400, arrivals=(0.0, 1.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
     # Some requests replaced: still the old verdict's evidence for the rest.
-    run(controller, FakeEngine(greedy), 400, arrivals=(0.5, 2.0))
+    run(controller, greedy_engine, 400, arrivals=(0.5, 2.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
     # All replaced, once: depth 0 already kept one round (the one right after the move), so the
     # requests must all be replaced twice before the next.
     assert controller.loads[8].kept_rounds == 1
-    run(controller, FakeEngine(greedy), 400, arrivals=(2.0, 3.0))
+    run(controller, greedy_engine, 400, arrivals=(2.0, 3.0))
     assert controller.verdict(8) == 0 and controller.probe_steps_run == probes
     # All replaced again: a round, and the climb to the new best.
-    run(controller, FakeEngine(greedy), 400, arrivals=(4.0, 5.0))
+    run(controller, greedy_engine, 400, arrivals=(4.0, 5.0))
     assert controller.verdict(8) == 3
 
 
@@ -361,3 +362,57 @@ def test_a_move_is_judged_against_the_verdict_before_and_after_the_probes():
 
     assert verdict(busy_first_window=True) == 1
     assert verdict(busy_first_window=False) == 0
+
+
+class CostEngine:
+    """Steps of a fixed cost per depth (ms) on text whose drafts are each accepted with ``acceptance``
+    given the one before: tokens and ceilings as the scheduler counts them."""
+
+    def __init__(self, cost_ms: dict[int, float], acceptance: float, requests: int = 8):
+        self.cost_ms, self.acceptance, self.requests = cost_ms, acceptance, requests
+
+    def step(self, depth: int) -> tuple[int, float, int]:
+        tokens = round(self.requests * expected_tokens(self.acceptance, depth))
+        return tokens, self.cost_ms[depth] / 1e3, self.requests * (1 + depth)
+
+
+COSTS = {0: 1.0, 1: 1.6, 2: 1.9, 3: 2.2}
+
+
+def test_the_acceptance_per_draft_position_is_read_from_tokens_over_the_ceiling():
+    for acceptance in (0.0, 0.1, 0.5, 0.9, 1.0):
+        window = Rate()
+        for _ in range(10):
+            window.add(*CostEngine(COSTS, acceptance, requests=1000).step(3))
+        assert per_position_acceptance(window, 3) == pytest.approx(acceptance, abs=0.01)
+    assert per_position_acceptance(window, 0) is None
+
+
+def test_a_decisive_win_moves_at_once_and_a_probe_predicted_to_lose_is_skipped():
+    """Drafts rejected (a = 0.1): depth 0 gives twice depth 3's goodput. It moves there without
+    measuring 3 again, and the climb does not probe 1: its step costs (between depths 0 and 2, measured)
+    at the acceptance just measured cannot beat 0. With predictions off the climb probes 1."""
+    def depths(**args):
+        controller = DepthController(max_depth=3, min_window_s=0.0, exploit_steps=10_000, **args)
+        return run(controller, CostEngine(COSTS, acceptance=0.1), 300), controller
+
+    seen, controller = depths()
+    first_zero = seen.index(0)
+    assert set(seen[first_zero:]) == {0} and controller.verdict(8) == 0
+    seen, _ = depths(prediction_tolerance=10.0)
+    assert 1 in seen[seen.index(0):]
+    seen, _ = depths(decisive_gain=10.0)  # not decisive: the verdict measured again before the move
+    assert 3 in seen[seen.index(0):]
+
+
+def test_a_load_back_after_a_long_absence_starts_its_window_again():
+    """Its unfinished window measured requests that may have left: it does not carry over."""
+    controller = DepthController(max_depth=3, baseline_steps=1000)
+    run(controller, CostEngine(COSTS, acceptance=0.9), 5, load=8)
+    assert controller.loads[8].rates[3].steps == 3  # two settling
+    run(controller, CostEngine(COSTS, acceptance=0.9), 200, load=1)  # 0.44 s elsewhere
+    run(controller, CostEngine(COSTS, acceptance=0.1), 5, load=8)
+    assert controller.loads[8].rates[3].steps == 5 and controller.loads[8].rates[3].tokens == 5 * 9
+    run(controller, CostEngine(COSTS, acceptance=0.1), 2, load=1)  # a short visit elsewhere: kept
+    run(controller, CostEngine(COSTS, acceptance=0.1), 5, load=8)
+    assert controller.loads[8].rates[3].steps == 10
