@@ -2,6 +2,7 @@
 
     python -m analysis.depth_replay                 # benchmarks/results/cpu/shifting.json
     python -m analysis.depth_replay --phases        # and each phase's depths beside the best per phase
+    python -m analysis.depth_replay --grid          # every recorded run x five machines (below), and the mean
 
 ``benchmarks/shifting.py`` runs one workload whose load and text move through the target alone, stock
 SD at k = 1 and at k = K and MineDraft's ``auto``. On the 2-core VMs that run it a whole-engine ratio
@@ -40,6 +41,7 @@ from minedraft.scheduling.mode_policy import decode_bucket
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
 STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
 OUTPUT_TOKENS = 128
+EARLIER_RUNS = SHIFTING_JSON.parent / "shifting_earlier"
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,27 @@ def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10, machine: 
             "oracle_vs_best_static": rates["oracle"] / best_static}
 
 
+# The machines ``--grid`` replays each run on: calm; rare long stalls; frequent short ones; slow swings; both.
+GRID_MACHINES = {"calm": Machine(), "stalls 0.5 % x 100 ms": Machine(0.005, 0.1),
+                 "stalls 2 % x 30 ms": Machine(0.02, 0.03), "swings": Machine(swings=True),
+                 "stalls and swings": Machine(0.005, 0.1, swings=True)}
+
+
+def grid(runs: list[Path], seeds: int = 5, noise: float = 0.10, **controller_args) -> dict[str, list[float]]:
+    """``auto`` / best fixed depth for each run (a copy of one already listed is skipped) on each of
+    :data:`GRID_MACHINES`, by run name."""
+    rows, seen = {}, set()
+    for run in runs:
+        text = run.read_text()
+        if text in seen:
+            continue
+        seen.add(text)
+        workload = load_workload(json.loads(text)["samples"])
+        rows[run.name] = [summarize(workload, seeds, noise, machine, **controller_args)["auto_vs_best_static"]
+                          for machine in GRID_MACHINES.values()]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("json", nargs="?", type=Path, default=SHIFTING_JSON)
@@ -169,7 +192,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="a step stalls with probability P for SECONDS")
     parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
     parser.add_argument("--min-window-s", type=float, help="the controller's shortest window (default: its own)")
+    parser.add_argument("--grid", action="store_true",
+                        help="the default run and every run in shifting_earlier/, each on five machines")
     args = parser.parse_args(argv)
+    if args.grid:
+        controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
+        rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **controller_args)
+        print("auto / best fixed depth; machines: " + "; ".join(GRID_MACHINES))
+        for name, ratios in rows.items():
+            print(f"{name:34s} " + " ".join(f"{r:.3f}" for r in ratios))
+        print(f"mean {statistics.mean(r for ratios in rows.values() for r in ratios):.3f}")
+        return
     machine = Machine(*args.stalls, swings=args.swings)
     controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
     workload = load_workload(json.loads(args.json.read_text())["samples"])

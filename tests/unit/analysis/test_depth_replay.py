@@ -85,3 +85,16 @@ def test_decisive_moves_and_predicted_probes_shorten_phases_where_drafts_stop_pa
     assert summarize(latest, seeds=3)["auto_vs_best_static"] > 0.955
     assert summarize(latest, seeds=3, decisive_gain=100.0)["auto_vs_best_static"] < 0.950
     assert summarize(latest, seeds=3, decisive_gain=100.0, prediction_tolerance=10.0)["auto_vs_best_static"] < 0.945
+
+
+def test_the_grid_replays_each_recorded_run_once_on_every_machine(capsys):
+    from analysis.depth_replay import GRID_MACHINES
+
+    main(["--grid", "--seeds", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in lines[1:-1]]
+    names = [row[0] for row in rows]
+    runs = [SHIFTING_JSON, *sorted((SHIFTING_JSON.parent / "shifting_earlier").glob("*.json"))]
+    assert names[0] == "shifting.json" and len(names) == len({run.read_text() for run in runs})  # a copy counts once
+    assert all(len(row) == 1 + len(GRID_MACHINES) for row in rows)
+    assert lines[-1].startswith("mean ")
