@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -37,7 +35,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from gpu_overlap import Stack, as_graph, timed  # noqa: E402
+from gpu_overlap import Stack, as_graph, start_gpu_run, timed  # noqa: E402
 from minedraft.cost_model.profile import ModelShape, draft_cost_ratio  # noqa: E402
 from minedraft.scheduling.depth_prior import max_gain  # noqa: E402
 from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
@@ -98,15 +96,7 @@ def main(argv=None) -> None:
         data = json.loads(args.replot.read_text())
         plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
         return
-    if not torch.cuda.is_available():
-        sys.exit("gpu_depth: no CUDA device visible")
-    device, name = torch.device("cuda"), torch.cuda.get_device_name(0)
-    out = args.out or HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": "python benchmarks/gpu_depth.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    device, out, meta = start_gpu_run("gpu_depth", args, argv)
     rows, skipped = [], {}
 
     def save() -> None:  # after every row: a run cut short keeps what it measured
@@ -139,7 +129,7 @@ def main(argv=None) -> None:
         del target, draft
         torch.cuda.empty_cache()
     save()
-    plot(rows, out / "gpu_depth.png", name)
+    plot(rows, out / "gpu_depth.png", meta["device"])
 
 
 def plot(rows: list[dict], path: Path, device: str) -> None:

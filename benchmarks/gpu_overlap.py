@@ -144,6 +144,21 @@ def measure(target: Stack, draft: Stack, batch: int, k: int, iters: int, device,
             "host_verify_ms": round(host_verify, 3), "host_draft_ms": round(host_draft, 3)}
 
 
+def start_gpu_run(script: str, args: argparse.Namespace, argv: list[str] | None) -> tuple[torch.device, Path, dict]:
+    """The GPU, the results folder (``args.out`` or ``benchmarks/results/<gpu name>/``, created) and the
+    run's metadata for ``benchmarks/<script>.py``; exits with one line where no GPU is visible."""
+    if not torch.cuda.is_available():
+        sys.exit(f"{script}: no CUDA device visible")
+    name = torch.cuda.get_device_name(0)
+    out = args.out or HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": f"python benchmarks/{script}.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    return torch.device("cuda"), out, meta
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
@@ -165,15 +180,8 @@ def main(argv=None) -> None:
         data = json.loads(args.replot.read_text())
         plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
         return
-    if not torch.cuda.is_available():
-        sys.exit("gpu_overlap: no CUDA device visible")
-    device, name = torch.device("cuda"), torch.cuda.get_device_name(0)
-    out = args.out or HERE / "results" / re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": "python benchmarks/gpu_overlap.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    device, out, meta = start_gpu_run("gpu_overlap", args, argv)
+    name = meta["device"]
     rows, skipped, earlier = [], {}, []
     if args.merge and (out / "gpu_overlap.json").exists():
         previous = json.loads((out / "gpu_overlap.json").read_text())
