@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from minedraft.scheduling.depth_controller import DepthController
+from minedraft.scheduling.depth_controller import DepthController, acceptance_for_tokens, expected_tokens
 from minedraft.scheduling.mode_policy import decode_bucket
 
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
@@ -83,16 +83,12 @@ class Workload:
 
 def accepted_drafts(alpha: float, depth: int) -> float:
     """Expected accepted drafts of a step at ``depth`` under a geometric per-position acceptance ``alpha``."""
-    return sum(alpha ** i for i in range(1, depth + 1))
+    return expected_tokens(alpha, depth) - 1
 
 
 def solve_alpha(accepted_per_draft: float, depth: int) -> float:
     """The geometric per-position acceptance whose expected accepted drafts at ``depth`` is the given."""
-    low, high = 0.0, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if accepted_drafts(mid, depth) < accepted_per_draft else (low, mid)
-    return low
+    return acceptance_for_tokens(1 + accepted_per_draft, depth)
 
 
 def load_workload(samples: list[dict]) -> Workload:
@@ -195,8 +191,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grid", action="store_true",
                         help="the default run and every run in shifting_earlier/, each on five machines")
     args = parser.parse_args(argv)
+    controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
     if args.grid:
-        controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
         rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **controller_args)
         print("auto / best fixed depth; machines: " + "; ".join(GRID_MACHINES))
         for name, ratios in rows.items():
@@ -204,7 +200,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"mean {statistics.mean(r for ratios in rows.values() for r in ratios):.3f}")
         return
     machine = Machine(*args.stalls, swings=args.swings)
-    controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
     workload = load_workload(json.loads(args.json.read_text())["samples"])
     alphas = ", ".join(f"{text} {alpha:.2f}" for text, alpha in sorted(workload.alpha.items()))
     print(f"{args.json}: {len(workload.phases)} phases, K = {workload.max_depth}, acceptance per position: {alphas}")

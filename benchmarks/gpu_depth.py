@@ -37,16 +37,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from gpu_overlap import Stack, as_graph, start_gpu_run, timed  # noqa: E402
 from minedraft.cost_model.profile import ModelShape, draft_cost_ratio  # noqa: E402
+from minedraft.scheduling.depth_controller import expected_tokens  # noqa: E402
 from minedraft.scheduling.depth_prior import max_gain  # noqa: E402
 from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
 
 ACCEPTANCE = (0.5, 0.6, 0.7, 0.8, 0.9)
-
-
-def expected_tokens(depth: int, acceptance: float) -> float:
-    """Tokens a request gains in a step at ``depth`` when each draft is accepted with ``acceptance``
-    given the one before it: the accepted run plus the target's own token."""
-    return sum(acceptance ** i for i in range(depth + 1))
 
 
 def measure(target: Stack, draft: Stack, batch: int, max_depth: int, catch_ups: list[int],
@@ -68,7 +63,7 @@ def derive(row: dict, cost_ratio: float) -> dict:
     step = [v + d * draft for d, v in enumerate(verify)]
     best = {}
     for a in ACCEPTANCE:
-        rates = [expected_tokens(d, a) / s for d, s in enumerate(step)]
+        rates = [expected_tokens(a, d) / s for d, s in enumerate(step)]
         rates[0] = 1 / verify[0]  # depth 0 skips the draft forward
         d = max(range(len(rates)), key=rates.__getitem__)
         best[str(a)] = {"depth": d, "gain_over_target_alone": round(rates[d] * verify[0], 3)}

@@ -394,9 +394,13 @@ def per_position_acceptance(window: Rate, depth: int) -> float | None:
     ceiling (what its steps gave out against what every draft accepted would have); None at depth 0."""
     if depth == 0 or window.ceiling_tokens <= 0:
         return None
-    tokens = window.tokens / window.ceiling_tokens * (1 + depth)
+    return acceptance_for_tokens(window.tokens / window.ceiling_tokens * (1 + depth), depth)
+
+
+def acceptance_for_tokens(tokens: float, depth: int) -> float:
+    """The ``acceptance`` in [0, 1] whose :func:`expected_tokens` at ``depth`` is ``tokens`` (bisection)."""
     low, high = 0.0, 1.0
-    for _ in range(30):
+    for _ in range(60):
         mid = (low + high) / 2
         low, high = (mid, high) if expected_tokens(mid, depth) < tokens else (low, mid)
     return low

@@ -16,16 +16,16 @@ def row(verify_ms, draft_ms, catch_up_ms=None):
 
 
 def test_expected_tokens_count_the_accepted_run_and_the_target_s_own_token():
-    assert gpu_depth.expected_tokens(0, 0.7) == 1
-    assert gpu_depth.expected_tokens(3, 1.0) == 4
-    assert gpu_depth.expected_tokens(2, 0.5) == pytest.approx(1.75)
+    assert gpu_depth.expected_tokens(0.7, 0) == 1
+    assert gpu_depth.expected_tokens(1.0, 3) == 4
+    assert gpu_depth.expected_tokens(0.5, 2) == pytest.approx(1.75)
 
 
 def test_a_free_verification_and_cheap_drafts_go_deep_and_a_dear_one_stays_at_depth_zero():
     cheap = gpu_depth.derive(row([10.0] * 6, 0.5), cost_ratio=0.05)
     assert cheap["best_depth"]["0.9"]["depth"] == 5
     assert cheap["best_depth"]["0.9"]["gain_over_target_alone"] == pytest.approx(
-        gpu_depth.expected_tokens(5, 0.9) * 10 / 12.5, abs=1e-3)
+        gpu_depth.expected_tokens(0.9, 5) * 10 / 12.5, abs=1e-3)
     # Each extra token verified costs a whole forward: no acceptance pays for the drafts.
     dear = gpu_depth.derive(row([10.0 * (d + 1) for d in range(6)], 0.5), cost_ratio=0.05)
     assert {b["depth"] for b in dear["best_depth"].values()} == {0}
