@@ -81,7 +81,9 @@ second of whole steps, so acceptance, drafting and verification all count):
   costly as the target, or many requests on a compute-bound device: no
   acceptance can make it pay), except when the wait between rounds is at its
   longest, where every neighbour is probed again (a ceiling measured while the
-  engine was cold may be low) in the round that wait brings.
+  engine was cold may be low) in the round that wait brings. A neighbour left out
+  is passed over: the round probes the nearest depth beyond it that can still pay
+  (depth 1 carries the draft's first forward alone and may lose where 2 pays).
 
 Outputs never depend on the depth (verification is exact); only speed does.
 Pure Python, no clock: the scheduler feeds it step durations.
@@ -260,7 +262,7 @@ class DepthController:
         if d > 0 and not recheck and bar < state.ceilings.get(0, 0.0):
             neighbours = {0}  # below what speculation off gave at this load: the drafts stopped paying
         elif not recheck:
-            neighbours = {c for c in neighbours - self.ruled_out if state.ceilings.get(c, float("inf")) > bar}
+            neighbours = self._nearest_that_can_pay(state, bar)
         predicted = {c: self._predicted(state, c) for c in neighbours - {d}}
         if informed and not recheck:
             known = [rate for rate in predicted.values() if rate is not None]
@@ -270,6 +272,18 @@ class DepthController:
         state.rates = {d: state.rates[d]}  # fresh measurements for the candidates
         self._next_probe(state)
         return state.probing is not None
+
+    def _nearest_that_can_pay(self, state: _LoadState, bar: float) -> set[int]:
+        """The round's neighbours of the verdict where some depths cannot beat ``bar`` (ruled out, or
+        a ceiling below it): the nearest depth above and below the verdict that can, and 0 if it can.
+        A depth that cannot pay is passed over, not a wall: from depth 0, with depth 1's ceiling
+        measured low (the jump to 1 costs the draft's first forward; a few steps on a busy machine),
+        depth 2 may still pay, and without this a load on depth 0 would never speculate again."""
+        d = state.depth
+        can_pay = [c for c in range(self.max_depth + 1)
+                   if c != d and c not in self.ruled_out and state.ceilings.get(c, float("inf")) > bar]
+        nearest = {max((c for c in can_pay if c < d), default=None), min((c for c in can_pay if c > d), default=None)}
+        return (nearest | ({0} & set(can_pay))) - {None}
 
     def _predicted(self, state: _LoadState, depth: int) -> float | None:
         """Depth ``depth``'s goodput here at the acceptance measured last: its steps per second (from

@@ -416,3 +416,17 @@ def test_a_load_back_after_a_long_absence_starts_its_window_again():
     run(controller, CostEngine(COSTS, acceptance=0.1), 2, load=1)  # a short visit elsewhere: kept
     run(controller, CostEngine(COSTS, acceptance=0.1), 5, load=8)
     assert controller.loads[8].rates[3].steps == 10
+
+
+def test_a_depth_that_cannot_pay_is_passed_over_not_a_wall():
+    """The jump to depth 1 costs the draft's first forward: here depth 1's ceiling (every draft accepted)
+    is below depth 0's rate, while deeper depths amortise that forward and pay on predictable text. A load
+    on depth 0 whose rounds probed depth 1 and found it cannot pay probes depth 2 next, and climbs."""
+    jump = {0: 1.0, 1: 2.1, 2: 2.3, 3: 2.5}  # ms a step: ceilings 0.95x (depth 1), 1.30x, 1.60x of depth 0
+    controller = DepthController(max_depth=3, min_window_s=0.0, exploit_steps=100_000)
+    run(controller, CostEngine(jump, acceptance=0.1), 300, arrivals=(0.0, 1.0))
+    assert controller.verdict(8) == 0
+    for turnover in range(2, 30):  # predictable text; every running request replaced every 100 steps
+        run(controller, CostEngine(jump, acceptance=0.9), 100, arrivals=(float(turnover), turnover + 0.5))
+    assert controller.loads[8].ceilings[1] < controller.loads[8].ceilings[0]  # probed, and it cannot pay
+    assert controller.verdict(8) == 3
