@@ -257,11 +257,12 @@ class DepthController:
         """Set up the round's probes, the likeliest first; False if there is nothing to probe. ``informed``:
         the acceptance measured last at this load holds, and a probe predicted to lose is skipped."""
         d = state.depth
-        neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
         bar = state.rate(d).per_second * (1 + self.margin)
-        if d > 0 and not recheck and bar < state.ceilings.get(0, 0.0):
+        if recheck:  # the longest wait: every neighbour, whatever its ceiling or the prior
+            neighbours = {d - 1, d + 1, 0} & set(range(self.max_depth + 1))
+        elif d > 0 and bar < state.ceilings.get(0, 0.0):
             neighbours = {0}  # below what speculation off gave at this load: the drafts stopped paying
-        elif not recheck:
+        else:
             neighbours = self._nearest_that_can_pay(state, bar)
         predicted = {c: self._predicted(state, c) for c in neighbours - {d}}
         if informed and not recheck:
