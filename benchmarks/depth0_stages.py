@@ -14,7 +14,12 @@ preparation, model forward, sampling and ``propose_draft_token_ids``):
   size (as ``depth_floor.py``);
 * ``minedraft_depth0_vllm_prep`` (EAGLE heads only): the same, with the runner's
   reduced depth-0 call turned off, so that vLLM prepares the head's inputs
-  before the skip (what MineDraft did before 2026-11-26).
+  before the skip (what MineDraft did before 2026-11-26);
+* ``minedraft_depth0_no_hidden`` (EAGLE-3 heads only): the same, with what the
+  head's catch-up needs turned off: the target computes no auxiliary hidden
+  states and the skipped calls keep none (what speculation off would cost if
+  the head resumed without a catch-up; not a mode MineDraft offers);
+* ``no_sd_twin`` (``--twin``): a second target alone, the measurement's own resolution.
 
     python benchmarks/depth0_stages.py --draft eagle3            # ~4 min on 2 idle cores
     python benchmarks/depth0_stages.py --draft draft_perturbed
@@ -72,7 +77,7 @@ class StageTimer:
         self.seconds.clear()
 
 
-def build_engines(draft: str, k: int, max_num_seqs: int):
+def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False):
     from vllm import LLM
 
     from harness.engine_args import Speculation, engine_kwargs
@@ -86,11 +91,24 @@ def build_engines(draft: str, k: int, max_num_seqs: int):
     engines = {"no_sd": LLM(**engine_kwargs("no_sd", kit.target, **common)),
                "vllm_depth0": LLM(**engine_kwargs("stock_sd", kit.target, speculation, **common)),
                "minedraft_depth0": LLM(**engine_kwargs("minedraft_auto", kit.target, speculation, **common))}
+    if twin:
+        engines["no_sd_twin"] = LLM(**engine_kwargs("no_sd", kit.target, **common))
     if method == "eagle3":
         engines["minedraft_depth0_vllm_prep"] = LLM(**engine_kwargs("minedraft_auto", kit.target, speculation,
                                                                     **common))
         runner_of(engines["minedraft_depth0_vllm_prep"])._skip_kwargs = lambda *args: None
+        engines["minedraft_depth0_no_hidden"] = LLM(**engine_kwargs("minedraft_auto", kit.target, speculation,
+                                                                    **common))
+        without_hidden_states(runner_of(engines["minedraft_depth0_no_hidden"]))
     return engines
+
+
+def without_hidden_states(runner) -> None:
+    """The target's auxiliary hidden states off (vLLM's EAGLE-3 layers cleared, its runner reading one output),
+    and the skipped calls keeping none: the head could not catch up, and at depth 0 it is never asked to."""
+    runner.draft_catch_up.keeps_hidden_states = False
+    runner.use_aux_hidden_state_outputs = False
+    runner.get_model().model.aux_hidden_state_layers = ()
 
 
 def runner_of(llm):
@@ -112,7 +130,7 @@ def instrument(llm) -> StageTimer:
 def run(args) -> dict:
     from vllm import SamplingParams
 
-    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)))
+    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)), args.twin)
     timers = {name: instrument(llm) for name, llm in engines.items()}
     rng = random.Random(0)
     params = SamplingParams(max_tokens=args.output_tokens, temperature=0, ignore_eos=True)
@@ -168,6 +186,7 @@ def parse_args(argv=None):
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--twin", action="store_true", help="also a second target alone (no_sd_twin)")
     return parser.parse_args(argv)
 
 
@@ -181,7 +200,7 @@ def main(argv=None) -> None:
     result = run(args)
     result["meta"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
                       "draft": args.draft, "k": args.k, "prompt_tokens": args.prompt_tokens,
-                      "output_tokens": args.output_tokens, "rounds": args.rounds,
+                      "output_tokens": args.output_tokens, "rounds": args.rounds, "twin": args.twin,
                       "unit": "ms per step: a stage's time over a round divided by its output tokens; medians of rounds",
                       "seconds": round(time.perf_counter() - started, 1)}
     OUT.mkdir(parents=True, exist_ok=True)
