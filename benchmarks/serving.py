@@ -26,7 +26,12 @@ Design:
   max concurrency) runs every mode in a rotating order, so machine noise (other jobs on the
   2 cores here) hits all modes alike. Every run of a scenario uses the same seed, hence the
   same prompts, lengths and arrival times; each scenario has its own seed, so that vLLM's
-  prefix cache cannot serve prompts seen in an earlier scenario. Each server is warmed once before measuring.
+  prefix cache cannot serve prompts seen in an earlier scenario. Each server is warmed once before measuring,
+  and again right before each of its runs (``rewarm_prompts`` requests at the run's concurrency, prompts of
+  their own, not recorded): a server's first step after idling for the other servers' runs took 0.25 s
+  (the target alone) and 0.8 s (MineDraft, the draft as large as the target) on a 2-core VM on 2026-11-28,
+  their later steps with prompt tokens 0.06-0.09 s and 0.14-0.52 s, and it landed on the TTFT of
+  whichever requests of the run came first (RFC §2.6).
 * Goodput is vLLM's: completed requests per second meeting every SLO (TTFT and TPOT).
 * MineDraft's share of parallel steps per run comes from the servers' ``minedraft:*`` counters, and the
   mean first token's split on the server (until queued, queue, prefill, delivery) from vLLM's histograms.
@@ -97,6 +102,7 @@ MODES = {
     )
 }
 DEFAULT_MODES = ("no_sd", "stock_sd", "minedraft_auto")
+REWARM_SEED = 10_000  # the seeds of the re-warm-ups: REWARM_SEED + the scenario's (scenarios count from 1)
 DRAFTS = ("draft_perturbed", "draft_small", "eagle3")  # the kit's; eagle3: method eagle3
 
 
@@ -115,6 +121,7 @@ class Config:
     slo_tpot_ms: float
     warmup_prompts: int
     draft: str = "draft_perturbed"
+    rewarm_prompts: int | None = 0  # requests right before each run (None: the run's concurrency; 0: none)
     minedraft_settings: tuple[tuple[str, str], ...] = ()  # every MineDraft server's
     data_parallel_size: int = 1  # every server's (vLLM's --data-parallel-size)
 
@@ -363,6 +370,7 @@ def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path, bar: tqd
     for i, scenario in enumerate(scenarios):
         for name in rotated(cfg.modes, i):
             bar.set_postfix_str(f"{scenario.label} {name}")
+            rewarm(cfg, kit, servers[name], scenario, work, log)
             rows.append(run_one(cfg, kit, servers[name], scenario, work, log))
             bar.update()
             r = rows[-1]
@@ -370,6 +378,18 @@ def run_sweep(cfg: Config, kit, servers: dict[str, Server], work: Path, bar: tqd
                 f"TTFT p50 {r['ttft']['p50']:7.1f} ms, TPOT p50 {r['tpot']['p50']:6.1f} ms, "
                 f"goodput {r['goodput']} req/s")
     return rows
+
+
+def rewarm(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, log: Path) -> None:
+    """``rewarm_prompts`` requests to ``server`` at the run's concurrency, not recorded: the run starts on a
+    server that has just stepped. Their prompts are their own (a seed no scenario uses), so that the run's
+    own prompts are not in vLLM's prefix cache."""
+    prompts = scenario.concurrency if cfg.rewarm_prompts is None else cfg.rewarm_prompts
+    if prompts <= 0:
+        return
+    warm = Scenario(math.inf, scenario.concurrency, seed=REWARM_SEED + scenario.seed, output_len=scenario.output_len)
+    filename = f"rewarm-{server.name}-{scenario.seed}.json"
+    run_bench(bench_argv(server, cfg, kit, prompts, warm, work, filename), work / filename, log)
 
 
 def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, log: Path) -> dict:
@@ -530,6 +550,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rates", type=float, nargs="+", help="request rates (req/s; default inf: all at once)")
     p.add_argument("--concurrency", type=int, nargs="+", help="max concurrency values (default 1 4 16)")
     p.add_argument("--num-prompts", type=int, help="requests per run")
+    p.add_argument("--rewarm-prompts", type=int, help="requests right before each run, not recorded "
+                   "(default: the run's concurrency; 0: warm each server once, at the start)")
     p.add_argument("--input-len", type=int, default=525, help="mean prompt tokens")
     p.add_argument("--output-len", type=int, nargs="+", default=[64],
                    help="mean output lengths, one scenario set each")
@@ -561,6 +583,7 @@ def make_config(args: argparse.Namespace) -> Config:
         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, warmup_prompts=4 if quick else 8,
         draft=args.draft, minedraft_settings=tuple(sorted(args.minedraft_settings.items())),
         data_parallel_size=args.data_parallel_size,
+        rewarm_prompts=args.rewarm_prompts,
     )
 
 

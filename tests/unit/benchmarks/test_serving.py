@@ -152,3 +152,28 @@ def test_a_server_s_drafter_and_minedraft_settings():
     # The first token's workload: prompts of 52-998 tokens, all requests at once, concurrency 1, 4, 16.
     assert (default.input_len, default.range_ratio, default.rates, default.concurrency) == (
         525, 0.9, (float("inf"),), (1, 4, 16))
+
+
+def test_each_run_starts_on_a_server_that_has_just_stepped(monkeypatch, tmp_path):
+    """Before each run, as many requests as the run's concurrency (by default) go to its server, with
+    prompts of their own (a seed no scenario uses) and the run's concurrency; ``--rewarm-prompts 0``: none."""
+    from types import SimpleNamespace
+
+    sent = []
+    monkeypatch.setattr(serving, "run_bench", lambda argv, path, log: sent.append(argv))
+    server, kit = SimpleNamespace(name="no_sd", url="http://x"), SimpleNamespace(tokenizer="/t")
+    scenarios = serving.scenarios_of(serving.make_config(serving.parse_args([])))
+    for rewarm in ([], ["--rewarm-prompts", "0"], ["--rewarm-prompts", "2"]):
+        cfg = serving.make_config(serving.parse_args(rewarm))
+        for scenario in scenarios:
+            serving.rewarm(cfg, kit, server, scenario, tmp_path, tmp_path / "log")
+    assert len(sent) == 2 * len(scenarios)  # default and 2; none with 0
+
+    def flag(argv, name):
+        return argv[argv.index(name) + 1]
+
+    for argv, scenario in zip(sent, scenarios + scenarios):
+        assert flag(argv, "--max-concurrency") == str(scenario.concurrency)
+        assert int(flag(argv, "--seed")) not in {s.seed for s in scenarios}
+    assert [flag(argv, "--num-prompts") for argv in sent[:len(scenarios)]] == [str(s.concurrency) for s in scenarios]
+    assert {flag(argv, "--num-prompts") for argv in sent[len(scenarios):]} == {"2"}
