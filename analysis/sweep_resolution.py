@@ -13,14 +13,14 @@ target alone is the best static choice, that twin's ratio is what an ``auto`` th
 steps at no cost at all would score; its spread is the column's resolution on that machine.
 
 The target alone's runs are read in sweep order (blocks in the order of ``summary_meta.json``: drafts,
-then k), ``repeats`` per block.
+then k), as many per block as ``minedraft_auto`` ran there. A summary whose target-alone runs do not split
+that way (one merged from two sweeps keeps the first sweep's) is refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,15 +41,16 @@ class Cell:
 def cells(summary: list[dict], meta: dict) -> list[Cell]:
     rows = [r for r in summary if r["comparison"] == "equal_concurrency"]
     blocks = [(draft, k) for draft in meta["drafts"] for k in meta["ks"]]
-    no_sd = {r["batch_size"]: r["output_tokens_per_s_runs"] for r in rows if r["mode"] == "no_sd"}
+    no_sd = {(r["batch_size"], r["output_tokens"]): r["output_tokens_per_s_runs"] for r in rows if r["mode"] == "no_sd"}
     out = []
     for row in rows:
         if row["mode"] != "minedraft_auto" or "vllm_best_static" not in row:
             continue
-        runs = no_sd[row["batch_size"]]
-        repeats = len(runs) // len(blocks)
+        runs = no_sd[(row["batch_size"], row["output_tokens"])]
+        repeats = len(row["output_tokens_per_s_runs"])  # one run of each engine per round
         if repeats * len(blocks) != len(runs):
-            raise ValueError(f"N = {row['batch_size']}: {len(runs)} runs of the target alone for {len(blocks)} blocks")
+            raise ValueError(f"N = {row['batch_size']}: {len(runs)} runs of the target alone, not {repeats} "
+                             f"for each of {len(blocks)} blocks")
         block = blocks.index((row["draft"], row["k"]))
         twin = statistics.median(runs[block * repeats:(block + 1) * repeats])
         best = row["vllm_best_static_tok_s"]
@@ -58,17 +59,16 @@ def cells(summary: list[dict], meta: dict) -> list[Cell]:
     return out
 
 
-def geometric_mean(values: list[float]) -> float:
-    return math.exp(statistics.mean(math.log(v) for v in values))
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("summary", nargs="?", type=Path, default=DEFAULT)
     parser.add_argument("--bar", type=float, default=0.95)
     args = parser.parse_args(argv)
     meta = json.loads(args.summary.with_name("summary_meta.json").read_text())
-    table = cells(json.loads(args.summary.read_text()), meta)
+    try:
+        table = cells(json.loads(args.summary.read_text()), meta)
+    except ValueError as error:
+        raise SystemExit(f"{args.summary}: {error}") from None
     print(f"{args.summary}: N x draft x k, the best static choice; over it: the target alone's twin, auto")
     for c in sorted(table, key=lambda c: (c.requests, c.draft, c.k)):
         print(f"N={c.requests:<3d} {c.draft:16s} k={c.k}  best {c.best_static:11s} "
@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, values in (("twin", [c.twin for c in alone]), ("auto", [c.auto for c in alone])):
         below = sum(v < args.bar for v in values)
         print(f"where the target alone is best ({len(alone)} cells), {name}: {min(values):.3f}-{max(values):.3f}, "
-              f"geometric mean {geometric_mean(values):.3f}, {below} below {args.bar}")
+              f"geometric mean {statistics.geometric_mean(values):.3f}, {below} below {args.bar}")
     every = [c.auto for c in table]
-    print(f"auto over all {len(table)} cells: geometric mean {geometric_mean(every):.3f}, "
+    print(f"auto over all {len(table)} cells: geometric mean {statistics.geometric_mean(every):.3f}, "
           f"{sum(v < args.bar for v in every)} below {args.bar}")
 
 

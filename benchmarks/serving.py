@@ -121,7 +121,7 @@ class Config:
     slo_tpot_ms: float
     warmup_prompts: int
     draft: str = "draft_perturbed"
-    rewarm_prompts: int | None = 0  # requests right before each run (None: the run's concurrency; 0: none)
+    rewarm_prompts: int | None = None  # requests right before each run (None: the run's concurrency; 0: none)
     minedraft_settings: tuple[tuple[str, str], ...] = ()  # every MineDraft server's
     data_parallel_size: int = 1  # every server's (vLLM's --data-parallel-size)
 
