@@ -266,10 +266,10 @@ FIRST_TOKEN_HISTOGRAMS = ("time_to_first_token_seconds", "request_queue_time_sec
 
 
 def parse_counters(metrics: dict[str, float]) -> dict[str, float]:
-    """From :meth:`Server.metrics`' samples (summed over labels): ``parallel_steps``, ``fallback_steps``
-    and ``<histogram>_sum``/``_count``."""
+    """From :meth:`Server.metrics`' samples (summed over labels): ``parallel_steps``, ``fallback_steps``,
+    ``arrival_skips`` and ``<histogram>_sum``/``_count``."""
     names = {f"minedraft:{steps}{suffix}": steps
-             for steps in ("parallel_steps", "fallback_steps") for suffix in ("", "_total")}
+             for steps in ("parallel_steps", "fallback_steps", "arrival_skips") for suffix in ("", "_total")}
     names |= {f"vllm:{hist}_{part}": f"{hist}_{part}" for hist in FIRST_TOKEN_HISTOGRAMS for part in ("sum", "count")}
     out: dict[str, float] = {}
     for name, key in names.items():
@@ -404,6 +404,9 @@ def run_one(cfg: Config, kit, server: Server, scenario: Scenario, work: Path, lo
     return {"mode": server.name, "request_rate": format_rate(scenario.rate),
             "max_concurrency": scenario.concurrency, "output_len": scenario.output_len, "seed": scenario.seed,
             **row, "parallel_step_share": parallel_share(before, after),
+            # Drafting rounds skipped for a request waiting in the engine core (MineDraft's servers only).
+            "arrival_skips": (int(after["arrival_skips"] - before.get("arrival_skips", 0))
+                              if "arrival_skips" in after else None),
             "server_first_token_ms": server_first_token(before, after, row["ttft"]["mean"]),
             "command": "minedraft bench serve " + shlex.join(argv)}
 

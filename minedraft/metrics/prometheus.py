@@ -22,6 +22,8 @@ _COUNTERS = {
     "draft_only_requests": "Requests drafted on the draft lane, summed over steps.",
     "probe_steps": "Steps auto allowed parallel mode only to measure it against plain SD.",
     "late_drafts": "Requests verified without drafts because the process drafter was late or gone.",
+    "arrival_skips": "Plain SD drafting rounds skipped so that a newly arrived request's prefill "
+    "did not wait for them.",
 }
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",

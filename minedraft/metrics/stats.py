@@ -46,6 +46,7 @@ class MineDraftStats:
     parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
     probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
     late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
+    arrival_skips: int = 0  # held drafting rounds skipped because a request arrived (first token)
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
 

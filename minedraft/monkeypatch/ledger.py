@@ -115,14 +115,20 @@ LEDGER: dict[str, LedgerEntry] = {
         "whose scheduler is MineDraft's)",
         why="After every step the engine core collects the worker's drafts (take_draft_token_ids: "
         "a round trip to the worker process), also after a step at speculation depth 0, which "
-        "drafted nothing: measured 0.1-0.3 ms of a 3.5-7 ms step of the kit's target on CPU.",
+        "drafted nothing: measured 0.1-0.3 ms of a 3.5-7 ms step of the kit's target on CPU. And the "
+        "engine core reads its input queue only between steps, so a request that arrives during a "
+        "plain SD step waits for that step's drafting too, which MineDraft holds until after the "
+        "step's outputs and can skip.",
         how="When the engine's scheduler has expects_draft_tokens() (MineDraft's) and it answers "
         "False (the last step was at depth 0 and no draft job ran on the lane), post_step returns "
-        "without collecting; otherwise it calls through unchanged.",
+        "without collecting; likewise when a new request is in the input queue and "
+        "skips_held_drafts() answers True (the step's drafting was held and is skipped); otherwise "
+        "it calls through unchanged.",
         upstream_diff="0009-engine-core-skip-empty-draft-collection.patch",
         related_pr=NOT_PROPOSED + " (stock vLLM gains too at the 0 ranges of "
         "num_speculative_tokens_per_batch_size)",
-        future_plan="Remove when the engine core asks the scheduler before collecting drafts.",
+        future_plan="Remove when the engine core asks the scheduler before collecting drafts and "
+        "lets it skip a held drafting round for a waiting request.",
     ),
     "cli_vllm_version": LedgerEntry(
         what="importlib.metadata.version",

@@ -1,11 +1,20 @@
-"""The engine core collects drafts only after a step that can have made some.
+"""The engine core collects drafts only after a step that can have made some, and not when a new request waits.
 
 vLLM's ``EngineCore.post_step`` calls the executor's ``take_draft_token_ids``
-after every step of a speculative engine. A step at speculation depth 0 with no
-deferred draft job drafted nothing, and vLLM's scheduler cleared every scheduled
-request's drafts when it scheduled the step, so the collection (a round trip to
-the worker process) can only deliver empty lists. MineDraft's scheduler says
-which steps those are (``MineDraftScheduler.expects_draft_tokens``).
+after every step of a speculative engine. Two cases where MineDraft's scheduler
+says it should not:
+
+* A step at speculation depth 0 with no deferred draft job drafted nothing, and
+  vLLM's scheduler cleared every scheduled request's drafts when it scheduled the
+  step, so the collection (a round trip to the worker process) can only deliver
+  empty lists (``MineDraftScheduler.expects_draft_tokens``).
+* A plain SD step whose drafting was held until after its outputs, when a new
+  request is already in the engine core's input queue: vLLM's engine core reads
+  that queue only between steps, so the request would wait for the drafting
+  round too (most of a step where the draft is not much smaller than the target).
+  The round is skipped (``MineDraftScheduler.skips_held_drafts``): the next step
+  carries the new prefill and verifies no drafts; the worker records the skipped
+  call for its drafter's catch-up. Outputs never depend on drafts.
 
 Upstream diff: ``patches/0009-engine-core-skip-empty-draft-collection.patch``.
 """
@@ -17,12 +26,28 @@ import functools
 from minedraft.monkeypatch.patching import Patch, takes
 
 
+def request_waiting(engine_core) -> bool:
+    """Whether a new request is in the engine core's input queue (a busy-loop engine core's; the
+    in-process one has none: its client adds requests between steps)."""
+    from vllm.v1.engine import EngineCoreRequestType
+
+    queue = getattr(engine_core, "input_queue", None)
+    if queue is None:
+        return False
+    with queue.mutex:
+        return any(kind == EngineCoreRequestType.ADD for kind, _ in queue.queue)
+
+
 def _wrap_post_step(original):
     @functools.wraps(original)
     def post_step(self, model_executed: bool) -> None:
-        expects = getattr(type(self.scheduler), "expects_draft_tokens", None)  # MineDraft's scheduler only
-        if model_executed and expects is not None and not expects(self.scheduler):
-            return
+        scheduler = self.scheduler
+        expects = getattr(type(scheduler), "expects_draft_tokens", None)  # MineDraft's scheduler only
+        if model_executed and expects is not None:
+            if not expects(scheduler):
+                return
+            if request_waiting(self) and scheduler.skips_held_drafts():
+                return
         return original(self, model_executed)
 
     return post_step

@@ -20,9 +20,12 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   preempted while on the draft lane are dropped; requests a process drafter
   left without drafts (late or gone) are counted.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
-* ``expects_draft_tokens`` (MineDraft's own; the engine core asks it through
-  monkeypatch/patch_draft_collection.py): a step that drafted nothing, at depth 0
-  with no draft job on the lane, skips the worker round trip that collects drafts.
+* ``expects_draft_tokens`` and ``skips_held_drafts`` (MineDraft's own; the engine
+  core asks them through monkeypatch/patch_draft_collection.py): a step that
+  drafted nothing, at depth 0 with no draft job on the lane, skips the worker
+  round trip that collects drafts; and a step whose drafting was held until after
+  its outputs skips it when a new request has reached the engine core meanwhile,
+  so that request's prefill starts without waiting for the drafter.
 
 KV slots: a request's drafting reads and writes only positions whose blocks
 were allocated when it was verified (vLLM allocates 1 + k + lookahead slots),
@@ -59,6 +62,7 @@ from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy, decode_bucket
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.config.catch_up import catches_up
 
 logger = get_logger(__name__)
 
@@ -117,6 +121,11 @@ class MineDraftScheduler(Scheduler):
         runs_no_model = spec is not None and (spec.use_ngram() or spec.method == "suffix")
         self._first_token_early = (self.settings.first_token == "early" and self.settings.mode != "stock"
                                    and not runs_no_model)
+        # With a drafter that catches up on a skipped call, every plain SD step holds its drafting until
+        # after its outputs, and skips it where a new request is waiting (skips_held_drafts).
+        self._arrivals_skip_drafting = self._first_token_early and catches_up(
+            spec, self.settings, self.vllm_config.model_config.uses_mrope)
+        self._held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
@@ -296,8 +305,10 @@ class MineDraftScheduler(Scheduler):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
                                probing=self.mode_policy.probing is not None, depth=depth)
         # Prompt tokens in a step that drafts inline: its drafts can wait until its outputs are queued.
+        # With a drafter that catches up, any such step's: a request that arrives meanwhile skips them.
         after_output = (not parallel and self._first_token_early and output.num_spec_tokens_to_schedule > 0
-                        and output.total_num_scheduled_tokens > decode_tokens)
+                        and (output.total_num_scheduled_tokens > decode_tokens or self._arrivals_skip_drafting))
+        self._held_drafting = after_output and self._arrivals_skip_drafting and not draft_only
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 
     # ------------------------------------------------------------------ drafts
@@ -307,6 +318,20 @@ class MineDraftScheduler(Scheduler):
         already cleared every scheduled request's drafts and the worker's would all be empty, so
         the engine core may skip ``take_draft_token_ids``: one worker round trip a step."""
         return self._drafts_expected
+
+    def skips_held_drafts(self) -> bool:
+        """Called by the engine core after a step, before it collects drafts, when a new request has
+        reached it meanwhile: whether that step's drafting, held until after its outputs, is skipped
+        (then no drafts are collected). The next step, which can carry the new request's prefill,
+        verifies no drafts (vLLM cleared them when it scheduled the step), and the drafter catches up
+        on the skipped tokens when it next drafts (worker/draft_catch_up.py). Only for a step whose
+        drafts all come from its held call (none from the lane)."""
+        if not self._held_drafting:
+            return False
+        self._held_drafting = False
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.arrival_skips += 1
+        return True
 
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
         late = len(MineDraftDraftTokenIds.of(draft_token_ids).late_req_ids)

@@ -24,6 +24,10 @@ the buffer), and the catch-up feeds them with the tokens. They are kept up to
 requests are caught up and the call runs, as in vLLM. ngram and custom drafters have
 no forward.
 
+A call at depth > 0 is skipped the same way when a new request arrives while its step
+runs (``InProcessDraftSource.skip_held``): its drafts are then never made, and the rows
+of its hidden states past a request's accepted tokens (the rejected drafts') are not kept.
+
 One gap is known: a prompt block computed while its request skipped, and cached
 for prefix sharing, keeps stale draft KV if that request ends before it resumes;
 a later request that hits the block drafts worse there (never a wrong token).
@@ -120,10 +124,16 @@ class DraftCatchUp:
         return rows * hidden[0].numel() * hidden.element_size()
 
     def _hidden_rows(self, call: ProposeCall) -> list[torch.Tensor]:
-        """The call's hidden states, one tensor per request (views of one copy)."""
+        """The call's hidden states, one tensor per request: views of one copy, or, in a call that
+        verified drafts, each request's rows up to its last accepted token (copies: a rejected draft's
+        row is no token's, and the rows of two skipped calls are joined by position)."""
         starts = call.kwargs["common_attn_metadata"].query_start_loc_cpu.tolist()
-        hidden = call.kwargs["target_hidden_states"][:starts[-1]].clone()
-        return list(hidden.split([b - a for a, b in zip(starts, starts[1:])]))
+        lengths = [b - a for a, b in zip(starts, starts[1:])]
+        rejected = call.kwargs.get("num_rejected_tokens_gpu")
+        if rejected is None:
+            return list(call.kwargs["target_hidden_states"][:starts[-1]].clone().split(lengths))
+        rows = call.kwargs["target_hidden_states"][:starts[-1]].split(lengths)
+        return [row[:len(row) - n].clone() for row, n in zip(rows, rejected[:len(rows)].tolist())]
 
     def _take_hidden(self, req_id: str) -> torch.Tensor | None:
         parts = self.hidden.pop(req_id, None)

@@ -14,11 +14,12 @@ The runner's deferral logic (``runner_mixin.py``) uses only these methods, in
 this order within a step: ``release`` (requests that finished or were
 preempted), ``run`` (start the job prepared last step beside the target),
 then, from the ``propose`` call vLLM's runner makes, ``prepare`` (a parallel
-step: next step's job; a fallback step with prompt tokens: a job for
-``draft_after_output``) or ``draft_now`` (a fallback step), and ``collect``
-(join: the drafts and the late requests, one typed result), then
-``draft_after_output`` where a job was held for it; ``discard`` where the step
-takes no drafts.
+step: next step's job), ``hold`` (a fallback step that drafts after its
+outputs) or ``draft_now`` (a fallback step), and ``collect`` (join: the drafts
+and the late requests, one typed result), then ``draft_after_output`` where a
+call was held for it; ``discard`` where the step takes no drafts, and
+``skip_held``, first in the next step, for a held call the engine core took no
+drafts of (a request arrived while its step ran).
 """
 
 from __future__ import annotations
@@ -68,6 +69,15 @@ class DraftSource(ABC):
     @abstractmethod
     def draft_now(self, call: ProposeCall) -> Any:
         """A call drafted now (a fallback step), after the running job: what vLLM's runner gets from propose."""
+
+    def hold(self, call: ProposeCall) -> Job:
+        """A call drafted after the step's outputs (``draft_after_output``) or skipped (``skip_held``)."""
+        return self.prepare(call)
+
+    def skip_held(self, job: Job) -> None:
+        """A held call whose drafts the engine core did not take: none are made. A source whose drafter
+        keeps state catches it up when it next drafts; this one only drops the call (its drafter may
+        draft worse for those tokens, never a wrong token)."""
 
     def draft_after_output(self, job: Job) -> MineDraftDraftTokenIds | None:
         """A job ``prepare`` made this step, drafted now that the step's outputs have been queued

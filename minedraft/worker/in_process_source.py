@@ -19,13 +19,16 @@ join.
 With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), a
 depth-0 call runs no forward, and a later call first feeds the drafter the tokens
 its requests skipped (``draft_catch_up.py``), now, before the call is drafted or
-captured. A ``stateless_drafter`` (n-gram) is not called at depth 0: its answer is
-empty, and there is nothing to catch up.
+captured. A call held to be drafted after the step's outputs (``hold``) is caught up
+then too, and a held call the engine core took no drafts of (``skip_held``: a request
+arrived while its step ran) is skipped as a depth-0 call is. A ``stateless_drafter``
+(n-gram) is not called at depth 0: its answer is empty, and there is nothing to catch up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,6 +46,15 @@ from minedraft.worker.step_profile import StepProfiler
 logger = get_logger(__name__)
 
 CATCH_UP_LINE = "MineDraft: first catch-up"
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """A held call (``hold``): its job, and the call as captured, which the catch-up reads."""
+
+    req_ids: list[str]
+    job: DraftJob
+    call: ProposeCall
 
 
 class InProcessDraftSource(DraftSource):
@@ -63,6 +75,7 @@ class InProcessDraftSource(DraftSource):
         self._before_run, self._on_captured = before_run, on_captured
         self.profiler = profiler
         self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
+        self.arrival_skips = 0  # held calls skipped (skip_held)
         self._caught_up_once = False
 
     def prepare(self, call: ProposeCall) -> DraftJob:
@@ -82,11 +95,31 @@ class InProcessDraftSource(DraftSource):
         self._feed_skipped(call)
         return self._propose_now(call)
 
-    def draft_after_output(self, job: DraftJob) -> MineDraftDraftTokenIds:
+    def hold(self, call: ProposeCall) -> DraftJob | HeldCall:
+        """The call captured, its catch-up left for after the outputs too; or, where the copy would
+        exceed ``capture_max_mib``, drafted now (``prepare``)."""
+        if self.catch_up is None or snapshot_nbytes((call.args, call.kwargs)) > self.capture_max_mib * 2**20:
+            return self.prepare(call)
+        job = DraftJob.capture(call.req_ids, self._proposer(call), call.args, call.kwargs)
+        return HeldCall(job.req_ids, job, ProposeCall(job.req_ids, job.args, job.kwargs, call.depth))
+
+    def skip_held(self, job: DraftJob | HeldCall) -> None:
+        """Recorded for the catch-up (at the start of the next step: the runner's batch is still the
+        held call's); drafted and dropped where its hidden states would exceed ``catch_up_max_mib``."""
+        if not isinstance(job, HeldCall):
+            return  # drafted at capture
+        if self.catch_up.skip(job.call) is None:
+            self.draft_after_output(job)
+        self.arrival_skips += 1
+
+    def draft_after_output(self, job: DraftJob | HeldCall) -> MineDraftDraftTokenIds:
         """On the calling thread, not the lane: nothing runs beside it now, and the lane thread's
         intra-op threads (``lane_threads``) would only make it slower."""
         self._keep_joined()
         with torch.inference_mode():
+            if isinstance(job, HeldCall):
+                self._feed_skipped(job.call)
+                job = job.job
             req_ids, drafts = self._bounded(job.run)()
         return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
 

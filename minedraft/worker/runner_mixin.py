@@ -9,11 +9,15 @@ beside the target's forward, which verifies the other group;
 exactly the calls stock speculative decoding makes, in the same order, one
 step later: its KV cache catches up on every accepted token before it drafts.
 In a fallback step the call drafts now (``DraftSource.draft_now``), as in vLLM,
-except in a step that computes prompt tokens (``drafts_after_output``): there
-the call is prepared the same way and drafted in ``take_draft_token_ids``,
-which vLLM's engine core calls after it has queued the step's outputs, so a
+except in a step the scheduler marks ``drafts_after_output`` (one that computes
+prompt tokens; with a drafter that catches up, every one): there the call is
+held (``DraftSource.hold``) and drafted in ``take_draft_token_ids``, which
+vLLM's engine core calls after it has queued the step's outputs, so a
 request's first token never waits for its draft work (the drafts still reach
-the scheduler before the next step: nothing else changes).
+the scheduler before the next step). Where a request reached the engine core
+while the step ran, the engine core takes no drafts (the scheduler's
+``skips_held_drafts``) and the next step, which carries the new request's
+prefill, starts by skipping the held call (``DraftSource.skip_held``).
 
 Where drafts come from is a draft source (``draft_source.py``), chosen once
 when the runner is built from the drafter vLLM built: the in-process drafter
@@ -49,6 +53,7 @@ from minedraft.log import get_logger
 from minedraft.process_drafter.proposer import RemoteDraftProposer
 from minedraft.rank import tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
+from minedraft.config.catch_up import catches_up
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_probs import DraftProbs
@@ -62,10 +67,6 @@ from minedraft.worker.step_profile import StepProfiler
 from minedraft.worker.suffix_batch import with_batch_view
 
 logger = get_logger(__name__)
-
-# Drafters whose depth-0 forward the catch-up replaces (draft_catch_up.py).
-CATCH_UP_METHODS = ("draft_model", "eagle", "eagle3")
-
 
 class LanePlanError(RuntimeError):
     """The worker got a step the scheduler did not plan for MineDraft."""
@@ -84,7 +85,9 @@ class MineDraftRunnerMixin:
         self._captured_job: Job | None = None
         self._defer_this_step = False
         self._draft_after_output = False
-        self._held_job: Job | None = None  # this step's call, drafted after its outputs (take_draft_token_ids)
+        # This step's call, drafted after its outputs (take_draft_token_ids) or, where the engine core
+        # takes no drafts because a request arrived, skipped at the start of the next step (skip_held).
+        self._held_job: Job | None = None
         self._step_depth = 0
         self._propose_signature: inspect.Signature | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
@@ -126,12 +129,9 @@ class MineDraftRunnerMixin:
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
         """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an
         EAGLE head's catch-up feeds it the target's hidden states its skipped calls kept (up to
-        ``catch_up_max_mib``). Not where positions are M-RoPE's (the catch-up builds 1-D ones), nor for
-        parallel drafting (PARD, P-EAGLE: its first pass lays out mask slots the catch-up does not;
-        a P-EAGLE catch-up was seen to crash the worker)."""
+        ``catch_up_max_mib``). Where the scheduler counts on one: ``catches_up``."""
         method = self.speculative_config.method
-        if (self.settings.idle_drafter != "skip" or method not in CATCH_UP_METHODS or self.uses_mrope
-                or self.speculative_config.parallel_drafting):
+        if not catches_up(self.speculative_config, self.settings, self.uses_mrope):
             return None
         # Read at call time: vLLM rebuilds its input batch and sets the block size with the KV cache.
         return DraftCatchUp(
@@ -157,7 +157,9 @@ class MineDraftRunnerMixin:
         plan = _lane_plan(scheduler_output)
         self._defer_this_step = plan.defer_drafts
         self._draft_after_output = plan.drafts_after_output
-        self._held_job = None  # one a step without take_draft_token_ids left: its drafts are not wanted
+        held, self._held_job = self._held_job, None
+        if held is not None:  # the engine core took no drafts after it: a request arrived (skip_held)
+            self.draft_source.skip_held(held)
         self._step_depth = scheduler_output.num_spec_tokens_to_schedule
         if self.step_profiler is not None:
             self.step_profiler.begin(
@@ -294,7 +296,7 @@ class MineDraftRunnerMixin:
         if self._defer_this_step:
             self._captured_job = self.draft_source.prepare(call)
         elif self._draft_after_output:
-            self._held_job = self.draft_source.prepare(call)
+            self._held_job = self.draft_source.hold(call)
         else:
             return self.draft_source.draft_now(call)
         num_reqs = self.input_batch.num_reqs

@@ -11,7 +11,11 @@ longer prompts take several prefill chunks), requests arriving while others deco
   the step that outputs a request's first token calls the drafter for it only after that output,
   and no step that computes prompt tokens (a non-final chunk either) calls the drafter before its
   outputs;
-* ``after_drafts`` (vLLM's order): that step drafts for the request before its first token is output.
+* ``after_drafts`` (vLLM's order): that step drafts for the request before its first token is output;
+* a request arriving while a step runs (the serial lane and EAGLE-3 runs: the engine core's input
+  queue holds an ADD when the step before the late requests ends): the engine core takes no drafts of
+  that step (``skips_held_drafts``), nothing is drafted until the next step's outputs, that step
+  verifies no drafts, and the drafter catches up on the skipped tokens (its hidden states too).
 
 Greedy tokens are the same in every run.
 """
@@ -29,11 +33,11 @@ PROMPT_LENGTHS = (5, 40, 100, 150, 20, 70)  # 64 tokens a step: 100 and 150 take
 LATE_FROM, LATE_STEP = 3, 4  # requests 3.. arrive after step 4, while 0-2 decode
 MAX_TOKENS = 8
 CHILD_TIMEOUT = 600
-RUNS = {  # name -> (method, lane, first_token)
-    "early_overlap": ("draft_model", "overlap", "early"),
-    "early_serial": ("draft_model", "serial", "early"),
-    "early_eagle3": ("eagle3", "overlap", "early"),
-    "after_drafts": ("draft_model", "overlap", "after_drafts"),
+RUNS = {  # name -> (method, lane, first_token, a request waits when step LATE_STEP ends)
+    "early_overlap": ("draft_model", "overlap", "early", False),
+    "early_serial": ("draft_model", "serial", "early", True),
+    "early_eagle3": ("eagle3", "overlap", "early", True),
+    "after_drafts": ("draft_model", "overlap", "after_drafts", False),
 }
 
 
@@ -47,8 +51,11 @@ def prompts() -> list[list[int]]:
     return [token_windows(1, n, seed=900 + i)[0] for i, n in enumerate(PROMPT_LENGTHS)]
 
 
-def run_engine(method: str, lane: str, first_token: str) -> dict:
+def run_engine(method: str, lane: str, first_token: str, arrival: bool) -> dict:
+    import queue
+
     from vllm import LLM, SamplingParams
+    from vllm.v1.engine import EngineCoreRequestType
 
     from harness.engine_args import Speculation, engine_kwargs
     from modelkit import build_kit
@@ -59,15 +66,23 @@ def run_engine(method: str, lane: str, first_token: str) -> dict:
                               minedraft={"speculation_depth": "fixed", "lane": lane, "first_token": first_token},
                               max_model_len=512, max_num_batched_tokens=64))
     engine = llm.llm_engine
-    scheduler = engine.engine_core.engine_core.scheduler
+    core = engine.engine_core.engine_core
+    scheduler = core.scheduler
     runner = engine.model_executor.driver_worker.worker.model_runner
     events: list[list] = []
     schedule, update, propose = scheduler.schedule, scheduler.update_from_output, runner.draft_source.propose
+    skips = scheduler.skips_held_drafts
 
     def recording_schedule(*args, **kwargs):
         out = schedule(*args, **kwargs)
-        events.append(["schedule", out.drafts_after_output, out.defer_drafts])
+        events.append(["schedule", out.drafts_after_output, out.defer_drafts,
+                       sum(map(len, out.scheduled_spec_decode_tokens.values()))])
         return out
+
+    def recording_skips():
+        skipped = skips()
+        events.append(["skip", skipped])
+        return skipped
 
     def recording_update(*args, **kwargs):
         outputs = update(*args, **kwargs)
@@ -83,6 +98,7 @@ def run_engine(method: str, lane: str, first_token: str) -> dict:
         return propose(*args, **kwargs)
 
     scheduler.schedule, scheduler.update_from_output = recording_schedule, recording_update
+    scheduler.skips_held_drafts = recording_skips
     runner.draft_source.propose = recording_propose
     params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
     all_prompts = prompts()
@@ -95,13 +111,21 @@ def run_engine(method: str, lane: str, first_token: str) -> dict:
     tokens: dict[str, list[int]] = {}
     step = 0
     while engine.has_unfinished_requests():
+        if arrival and step == LATE_STEP - 1:
+            # As a busy-loop engine core's queue holds a request that arrived during the step (this
+            # in-process engine core has no queue: its client adds requests between steps).
+            core.input_queue = queue.Queue()
+            core.input_queue.put_nowait((EngineCoreRequestType.ADD, None))
         for out in engine.step():
             tokens[out.request_id] = list(out.outputs[0].token_ids)
         step += 1
         if step == LATE_STEP:
+            vars(core).pop("input_queue", None)
             add(range(LATE_FROM, len(all_prompts)))
         assert step < 1000, "engine does not finish"
-    return {"events": events, "tokens": tokens}
+    catch_up = runner.draft_catch_up
+    return {"events": events, "tokens": tokens, "arrival_skips": scheduler.minedraft_totals.arrival_skips,
+            "caught_up_tokens": catch_up.caught_up_tokens if catch_up is not None else 0}
 
 
 def make_handler(spec: dict):
@@ -129,7 +153,7 @@ def steps_of(events: list[list]) -> list[dict]:
     for event in events:
         if event[0] == "schedule":
             steps.append({"after_output": event[1], "before": set(), "first_tokens": set(), "after": set(),
-                          "output": False})
+                          "output": False, "verified_drafts": event[3], "skipped": False})
         elif not steps:
             continue
         elif event[0] == "draft":
@@ -139,6 +163,8 @@ def steps_of(events: list[list]) -> list[dict]:
             steps[-1]["first_tokens"].add(event[1])
         elif event[0] == "update":
             steps[-1]["output"] = True
+        elif event[0] == "skip":
+            steps[-1]["skipped"] = event[1]
     return steps
 
 
@@ -153,6 +179,28 @@ def test_every_first_token_leaves_before_its_request_is_drafted_for(runs, name):
     # Every step with prompt tokens (the non-final chunks too) calls the drafter only after its outputs.
     prompt_steps = [step for step in steps if step["after_output"]]
     assert len(prompt_steps) > len(firsts) and not any(step["before"] for step in prompt_steps)
+
+
+@pytest.mark.parametrize("name", ["early_serial", "early_eagle3"])
+def test_a_request_waiting_when_a_step_ends_skips_that_step_s_drafting(runs, name):
+    """The step before the late requests ends with a request in the input queue: its held drafting is
+    skipped (asked once, counted), nothing is drafted until the next step has output, the next step
+    verifies no drafts, and the drafter later catches up on what it skipped."""
+    run = runs[name]
+    steps = steps_of(run["events"])
+    skipped = [i for i, step in enumerate(steps) if step["skipped"]]
+    assert skipped == [LATE_STEP - 1] and run["arrival_skips"] == 1
+    assert sum("skip" == e[0] for e in run["events"]) == 1  # asked only when a request waited
+    step, after = steps[LATE_STEP - 1], steps[LATE_STEP]
+    assert step["after_output"] and step["output"] and not step["after"]
+    assert after["verified_drafts"] == 0 and not after["before"] and after["after"]
+    assert steps[LATE_STEP - 2]["verified_drafts"] > 0 or steps[LATE_STEP - 1]["verified_drafts"] > 0
+    assert run["caught_up_tokens"] > 0
+
+
+def test_with_no_request_waiting_no_drafting_is_skipped(runs):
+    for name in ("early_overlap", "after_drafts"):
+        assert runs[name]["arrival_skips"] == 0 and not any(e[0] == "skip" for e in runs[name]["events"])
 
 
 def test_vllm_s_order_drafts_before_the_first_token(runs):

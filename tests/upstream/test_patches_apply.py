@@ -23,7 +23,8 @@ file is loaded too where the difference is observable:
   ``streaming_num_kept_tokens`` (the unpatched scheduler keeps every computed
   token), as ``DraftSessionScheduler`` does through ``extra_args``;
 * 0009: the engine core's post-step collects drafts only when the scheduler
-  expects some (vLLM's scheduler: not after a step at depth 0);
+  expects some (vLLM's scheduler: not after a step at depth 0), and not when a
+  new request waits in its input queue and the scheduler skips a held round;
 * 0010: vLLM's ExampleConnector finds nothing stored for a prompt shorter than
   a block and one token, and never answers a negative number of tokens to load
   (the unpatched one answers -block_size for a one-token prompt); a consumer
@@ -44,6 +45,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import py_compile
+import queue
 import re
 import shutil
 import subprocess
@@ -286,6 +288,16 @@ def test_0009_the_engine_core_collects_drafts_only_when_the_scheduler_expects_so
         engine.model_executor = SimpleNamespace(take_draft_token_ids=lambda d=depth: taken.append(d))
         engine.post_step(model_executed=True)
     assert taken == [3]
+    assert interface.SchedulerInterface.skips_held_drafts(None) is False  # a scheduler that holds nothing
+    for kind, skips in ((core.EngineCoreRequestType.ADD, True), (core.EngineCoreRequestType.ADD, False),
+                        (core.EngineCoreRequestType.ABORT, True)):
+        vllm_scheduler._last_num_spec_tokens_to_schedule = 3
+        vllm_scheduler.skips_held_drafts = lambda s=skips: s
+        engine.input_queue = queue.Queue()
+        engine.input_queue.put_nowait((kind, None))
+        engine.model_executor = SimpleNamespace(take_draft_token_ids=lambda k=kind, s=skips: taken.append((k, s)))
+        engine.post_step(model_executed=True)
+    assert taken == [3, (core.EngineCoreRequestType.ADD, False), (core.EngineCoreRequestType.ABORT, True)]
 
 
 def _example_connector(module: ModuleType, storage: Path, block_size: int = 16):

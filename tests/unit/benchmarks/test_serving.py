@@ -53,10 +53,11 @@ def test_minedraft_step_counters_and_parallel_share():
 minedraft:parallel_steps_total 30.0
 minedraft:parallel_steps_created 1.7e+09
 minedraft:fallback_steps_total{engine="0"} 10.0
+minedraft:arrival_skips_total{engine="0"} 2.0
 vllm:num_requests_running{engine="0"} 3.0
 """
     after = serving.parse_counters(parse_metrics(text))  # what Server.metrics() returns
-    assert after == {"parallel_steps": 30.0, "fallback_steps": 10.0}
+    assert after == {"parallel_steps": 30.0, "fallback_steps": 10.0, "arrival_skips": 2.0}
     assert serving.parallel_share({"parallel_steps": 10.0, "fallback_steps": 0.0}, after) == 0.667
     assert serving.parallel_share({}, {}) is None  # a stock server has no minedraft counters
     assert serving.parallel_share(after, after) is None  # no steps in between

@@ -373,8 +373,28 @@ def test_a_fallback_step_with_prompt_tokens_drafts_after_its_outputs(model_dir, 
         assert not out.defer_drafts
         worker.step(sched, out)
     assert len(chunks) == 3 and chunks == [expected] * 3  # 40 prompt tokens, 16 a step
+    assert sched.schedule().num_scheduled_tokens == {"long": 1 + 3}  # a decode: 1 + k
+
+
+@pytest.mark.parametrize(("idle_drafter", "first_token", "holds"), [
+    ("skip", "early", True), ("run", "early", False), ("skip", "after_drafts", False)])
+def test_a_decode_step_holds_its_drafting_for_arrivals_where_the_drafter_catches_up(
+        model_dir, monkeypatch, idle_drafter, first_token, holds):
+    """With a drafter that catches up on a skipped call (a draft model, idle_drafter=skip), every plain SD
+    step drafts after its outputs, and the engine core may skip that round for a waiting request
+    (skips_held_drafts: once per step, counted); without one, a decode step drafts inline as vLLM."""
+    for name, value in {"MODE": "auto", "SPECULATION_DEPTH": "fixed", "IDLE_DRAFTER": idle_drafter,
+                        "FIRST_TOKEN": first_token}.items():
+        monkeypatch.setenv(f"MINEDRAFT_{name}", value)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=4, max_model_len=128, draft_model=True)
+    sched.add_request(make_request("solo", 10, 20))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())  # the prefill
     out = sched.schedule()
-    assert out.num_scheduled_tokens == {"long": 1 + 3} and not out.drafts_after_output  # a decode: 1 + k
+    assert out.num_scheduled_tokens == {"solo": 1 + 3} and not out.defer_drafts
+    assert out.drafts_after_output is holds
+    assert sched.skips_held_drafts() is holds and not sched.skips_held_drafts()
+    assert sched.minedraft_totals.arrival_skips == int(holds)
 
 
 def test_a_drafter_without_a_forward_drafts_inline_as_vllm(model_dir, monkeypatch):

@@ -240,3 +240,42 @@ def test_released_requests_drop_their_hidden_states():
     assert catch_up.hidden_bytes == 10 * 2 * 4
     catch_up.release({"a"})
     assert set(catch_up.hidden) == {"b"} and catch_up.hidden_bytes == 6 * 2 * 4
+
+
+def with_rejected_drafts(call: ProposeCall, rejected: list[int]) -> ProposeCall:
+    """``call`` as a verifying step's held call gives it to a skip: each request's rows followed by
+    rows of its rejected drafts (vLLM's padded drafter batch: ``num_rejected_tokens_gpu``)."""
+    starts = call.kwargs["common_attn_metadata"].query_start_loc_cpu.tolist()
+    hidden = call.kwargs["target_hidden_states"]
+    rows, bounds = [], [0]
+    for i, n in enumerate(rejected):
+        rows += [hidden[starts[i]:starts[i + 1]], torch.full((n, hidden.shape[1]), -9.0)]
+        bounds.append(bounds[-1] + starts[i + 1] - starts[i] + n)
+    qsl = torch.tensor(bounds, dtype=torch.int32)
+    cad = CommonAttentionMetadata(
+        query_start_loc=qsl, query_start_loc_cpu=qsl, seq_lens=call.kwargs["common_attn_metadata"].seq_lens,
+        num_reqs=len(rejected), num_actual_tokens=bounds[-1], max_query_len=int(max(np.diff(bounds))),
+        max_seq_len=0, block_table_tensor=call.kwargs["common_attn_metadata"].block_table_tensor,
+        slot_mapping=torch.zeros(bounds[-1], dtype=torch.int64))
+    kwargs = {**call.kwargs, "target_hidden_states": torch.cat(rows), "common_attn_metadata": cad,
+              "num_rejected_tokens_gpu": torch.tensor(rejected)}
+    return ProposeCall(call.req_ids, (), kwargs, call.depth)
+
+
+def test_a_skipped_verifying_call_keeps_no_hidden_state_of_a_rejected_draft():
+    """A call that verified drafts, skipped because a request arrived (InProcessDraftSource.skip_held),
+    then a skipped depth-0 call: each request keeps only its accepted tokens' rows, so the rows of the
+    two calls line up with positions and the head's catch-up rebuilds the KV of running every forward."""
+    batch, every, head = Batch({"a": 4, "b": 6}), FakeEagleHead(), FakeEagleHead()
+    catch_up = batch.catch_up(head)
+    for step, skip in enumerate([None, [2, 0], [0, 0], None]):
+        call = batch.step(["a", "b"], 0 if skip == [0, 0] else 3, 8)
+        every.propose(**call.kwargs)
+        if skip is None:
+            for fed in catch_up.calls_before(call):
+                head.propose(**fed.kwargs)
+            head.propose(**call.kwargs)
+        else:
+            assert catch_up.skip(with_rejected_drafts(call, skip)) == [[], []]
+        batch.advance(call)
+    assert head.kv == every.kv and catch_up.caught_up_tokens == 4 and catch_up.hidden_bytes == 0

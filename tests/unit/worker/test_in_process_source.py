@@ -199,3 +199,61 @@ def test_a_stateless_drafter_is_not_called_at_depth_0_deferred_or_now():
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[], []])
     assert not any(line.startswith("propose") for line in log), log
     assert source.draft_now(_call(["a"], torch.tensor([[3]]))).tolist() == [[4, 5]]
+
+
+class FakeCatchUp:
+    """What the source asks of a DraftCatchUp: a skip (None: over its hidden-state budget), the passes
+    that feed what was skipped (one, with the call's tokens minus 1), and releases."""
+
+    def __init__(self, log: list[str], fits: bool = True):
+        self.log, self.fits = log, fits
+        self.skipped_calls = self.caught_up_tokens = 0
+
+    def skip(self, call):
+        self.log.append(f"catch-up: skip {call.req_ids}")
+        return [[] for _ in call.req_ids] if self.fits else None
+
+    def calls_before(self, call):
+        self.log.append(f"catch-up: feed {call.req_ids}")
+        yield ProposeCall(call.req_ids, (call.args[0] - 1,), {}, depth=0)
+
+    def release(self, req_ids):
+        pass
+
+
+def _catching_up_source(log, fits: bool = True) -> InProcessDraftSource:
+    return InProcessDraftSource(
+        Drafter(log).propose, RecordingLane(log), capture_max_mib=64.0, catch_up=FakeCatchUp(log, fits),
+        before_run=lambda lane, job_this_step: None, on_captured=lambda lane: log.append("hook: captured"))
+
+
+def test_a_held_call_is_caught_up_and_drafted_after_the_outputs_not_at_hold():
+    log: list[str] = []
+    source = _catching_up_source(log)
+    buffer = torch.tensor([[1, 5], [2, 7]])
+    held = source.hold(_call(["a", "b"], buffer))
+    buffer.zero_()  # the held call keeps copies
+    assert log == []  # nothing fed, drafted or announced to the lane before the step's outputs
+    assert source.draft_after_output(held) == MineDraftDraftTokenIds(["a", "b"], [[6, 7], [8, 9]])
+    assert log == ["catch-up: feed ['a', 'b']", "propose [4, 6]", "propose [5, 7]"]
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_a_held_call_the_engine_core_took_no_drafts_of_is_skipped_for_the_catch_up(fits):
+    """A request arrived while the held call's step ran (skip_held): the call is recorded as skipped;
+    where its hidden states would exceed the catch-up's budget it is drafted (its drafts dropped)."""
+    log: list[str] = []
+    source = _catching_up_source(log, fits)
+    source.skip_held(source.hold(_call(["a"], torch.tensor([[3]]))))
+    drafted = ["catch-up: feed ['a']", "propose [2]", "propose [3]"]
+    assert log == ["catch-up: skip ['a']"] + ([] if fits else drafted)
+    assert source.arrival_skips == 1 and source.collect() is None
+
+
+def test_without_a_catch_up_a_held_call_is_a_prepared_one_and_skipping_it_drafts_nothing():
+    log: list[str] = []
+    source = _source(log)
+    held = source.hold(_call(["a"], torch.tensor([[3]])))
+    assert log == ["hook: captured"]
+    source.skip_held(held)
+    assert log == ["hook: captured"] and source.arrival_skips == 0

@@ -42,6 +42,7 @@ class FakeVllmRunner:
         self.vllm_config = SimpleNamespace(additional_config={CONFIG_KEY: settings.to_config()})
         self.speculative_config = SimpleNamespace(method=method, num_speculative_tokens=2, parallel_drafting=False)
         self.device = torch.device("cpu")
+        self.uses_mrope = False
         self.drafter = drafter
         self.histories: dict[str, list[int]] = {}
         self.log: list[str] = []

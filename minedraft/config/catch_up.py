@@ -1,0 +1,20 @@
+"""Which drafters skip calls and catch up later (worker/draft_catch_up.py).
+
+Asked by the worker, which builds the catch-up, and by the scheduler, which
+lets a new request skip a held drafting round only where one will follow.
+"""
+
+from __future__ import annotations
+
+# Drafters whose skipped calls a catch-up replaces.
+CATCH_UP_METHODS = ("draft_model", "eagle", "eagle3")
+
+
+def catches_up(speculative_config, settings, uses_mrope: bool) -> bool:
+    """Whether the in-process drafter skips calls and catches up (``idle_drafter=skip``): a draft model or
+    EAGLE head, not where positions are M-RoPE's (the catch-up builds 1-D ones), nor for parallel drafting
+    (PARD, P-EAGLE: its first pass lays out mask slots the catch-up does not; a P-EAGLE catch-up was seen
+    to crash the worker), nor for the process drafter (its engine keeps its own KV cache)."""
+    spec = speculative_config
+    return (spec is not None and settings.idle_drafter == "skip" and settings.drafter != "process"
+            and spec.method in CATCH_UP_METHODS and not uses_mrope and not spec.parallel_drafting)
