@@ -49,8 +49,8 @@ VARIABLES = (
     Variable("MINEDRAFT_CATCH_UP_MAX_MIB", "catch_up_max_mib", "front end",
              "most of the target's hidden states kept for an EAGLE head's catch-up (default 256)"),
     Variable("MINEDRAFT_FIRST_TOKEN", "first_token", "front end",
-             "early (default: a prefill step's drafts are made after its tokens are sent; with a draft model or "
-             "EAGLE head every plain SD step's, skipped for a new request) or after_drafts (as vLLM)"),
+             "early (default: a prefill step's drafts are made after its tokens are sent; where the drafter "
+             "catches up, every plain SD step's, skipped for a waiting request) or after_drafts (as vLLM)"),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
     Variable("MINEDRAFT_INJECT_FAULT", None, "tests' fault wrappers (worker, draft engine)",
              "comma-separated faults: draft_lane, draft_lane_stall, draft_lane_hang_rank1, drafter_stall, drafter_exit"),

@@ -12,9 +12,10 @@ says it should not:
   request is already in the engine core's input queue: vLLM's engine core reads
   that queue only between steps, so the request would wait for the drafting
   round too (most of a step where the draft is not much smaller than the target).
-  The round is skipped (``MineDraftScheduler.skips_held_drafts``): the next step
-  carries the new prefill and verifies no drafts; the worker records the skipped
-  call for its drafter's catch-up. Outputs never depend on drafts.
+  The scheduler skips the round where the request can be admitted next step
+  (``MineDraftScheduler.skips_held_drafts``): the step's requests are verified
+  without drafts next time, and the worker records the skipped call for its
+  drafter's catch-up. Outputs never depend on drafts.
 
 Upstream diff: ``patches/0009-engine-core-skip-empty-draft-collection.patch``.
 """

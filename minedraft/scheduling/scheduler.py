@@ -52,6 +52,7 @@ from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
+from minedraft.config.catch_up import catches_up
 from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
@@ -62,7 +63,6 @@ from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy, decode_bucket
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.config.catch_up import catches_up
 
 logger = get_logger(__name__)
 
@@ -322,13 +322,19 @@ class MineDraftScheduler(Scheduler):
     def skips_held_drafts(self) -> bool:
         """Called by the engine core after a step, before it collects drafts, when a new request has
         reached it meanwhile: whether that step's drafting, held until after its outputs, is skipped
-        (then no drafts are collected). The next step, which can carry the new request's prefill,
-        verifies no drafts (vLLM cleared them when it scheduled the step), and the drafter catches up
-        on the skipped tokens when it next drafts (worker/draft_catch_up.py). Only for a step whose
-        drafts all come from its held call (none from the lane)."""
-        if not self._held_drafting:
+        (then no drafts are collected), so the next step can start the new request's prefill without
+        waiting for it. The step's requests are then verified without drafts next time (vLLM cleared
+        them when it scheduled the step), and the drafter catches up on the skipped tokens when it next
+        drafts (worker/draft_catch_up.py). Only for a step whose drafts all come from its held call
+        (none from the lane), and only where the new request can be admitted next step: nothing waits
+        before it and the batch has room (else the round would be lost for nothing). The skipped step's
+        duration, which lacks its drafting, is not measured by the mode policy or depth controller."""
+        if (not self._held_drafting or self.waiting or self.kv_holding_waiting
+                or len(self.running) >= self.max_num_running_reqs):
             return False
         self._held_drafting = False
+        if self._last_step is not None:
+            self._last_step = self._last_step._replace(load=Load(0, self._last_step.load.k))
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.arrival_skips += 1
         return True

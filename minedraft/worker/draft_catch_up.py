@@ -77,14 +77,15 @@ class DraftCatchUp:
         self.caught_up_tokens = 0
 
     def can_skip(self, kwargs: dict) -> bool:
-        """Whether ``skip`` would skip a depth-0 call with these keyword arguments: its hidden states
-        fit ``max_hidden_bytes``."""
+        """Whether ``skip`` would skip a call with these keyword arguments: its hidden states (all its
+        rows, a verifying call's rejected drafts' too) fit ``max_hidden_bytes``."""
         return not self.keeps_hidden_states or self.hidden_bytes + self._hidden_nbytes(kwargs) <= self.max_hidden_bytes
 
     def skip(self, call: ProposeCall) -> list[list[int]] | None:
-        """A depth-0 call, not run: no drafts, one empty list per request, as vLLM's runner takes them
-        from its host-side drafters (an empty tensor would cost a device-to-host copy every step);
-        None where the call must run (its hidden states would exceed ``max_hidden_bytes``)."""
+        """A call not run (at depth 0, or held and its drafts not taken): no drafts, one empty list per
+        request, as vLLM's runner takes them from its host-side drafters (an empty tensor would cost a
+        device-to-host copy every step); None where the call must run (its hidden states would exceed
+        ``max_hidden_bytes``)."""
         if not self.can_skip(call.kwargs):
             return None
         rows = self._hidden_rows(call) if self.keeps_hidden_states else None

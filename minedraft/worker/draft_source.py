@@ -80,7 +80,7 @@ class DraftSource(ABC):
         draft worse for those tokens, never a wrong token)."""
 
     def draft_after_output(self, job: Job) -> MineDraftDraftTokenIds | None:
-        """A job ``prepare`` made this step, drafted now that the step's outputs have been queued
+        """A call ``hold`` held this step, drafted now that the step's outputs have been queued
         (``take_draft_token_ids``), the running job already collected: its drafts."""
         self.run(job)
         return self.collect()

@@ -48,12 +48,12 @@ import inspect
 import torch
 from vllm.v1.outputs import DraftTokenIds
 
+from minedraft.config.catch_up import catches_up
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
 from minedraft.process_drafter.proposer import RemoteDraftProposer
 from minedraft.rank import tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
-from minedraft.config.catch_up import catches_up
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_probs import DraftProbs
@@ -67,6 +67,7 @@ from minedraft.worker.step_profile import StepProfiler
 from minedraft.worker.suffix_batch import with_batch_view
 
 logger = get_logger(__name__)
+
 
 class LanePlanError(RuntimeError):
     """The worker got a step the scheduler did not plan for MineDraft."""
@@ -127,9 +128,10 @@ class MineDraftRunnerMixin:
         return DraftProbs(drafter.take_last_draft_probs)
 
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
-        """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``); an
-        EAGLE head's catch-up feeds it the target's hidden states its skipped calls kept (up to
-        ``catch_up_max_mib``). Where the scheduler counts on one: ``catches_up``."""
+        """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``), as it
+        does a held call the engine core took no drafts of (``skip_held``); an EAGLE head's catch-up
+        feeds it the target's hidden states its skipped calls kept (up to ``catch_up_max_mib``). Where
+        the scheduler counts on one: ``catches_up``."""
         method = self.speculative_config.method
         if not catches_up(self.speculative_config, self.settings, self.uses_mrope):
             return None

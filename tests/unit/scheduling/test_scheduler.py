@@ -397,6 +397,22 @@ def test_a_decode_step_holds_its_drafting_for_arrivals_where_the_drafter_catches
     assert sched.minedraft_totals.arrival_skips == int(holds)
 
 
+@pytest.mark.parametrize("blocked_by", ["a full batch", "a request already waiting"])
+def test_a_held_round_is_kept_for_a_request_that_could_not_start_next_step(model_dir, monkeypatch, blocked_by):
+    """Skipping would lose the round for nothing: the new request would not be scheduled next step."""
+    for name, value in {"MODE": "auto", "SPECULATION_DEPTH": "fixed"}.items():
+        monkeypatch.setenv(f"MINEDRAFT_{name}", value)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=1 if blocked_by == "a full batch" else 4,
+                           max_model_len=128, draft_model=True)
+    sched.add_request(make_request("solo", 10, 20))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())
+    assert sched.schedule().drafts_after_output
+    if blocked_by == "a request already waiting":
+        sched.add_request(make_request("queued", 10, 20))
+    assert not sched.skips_held_drafts() and sched.minedraft_totals.arrival_skips == 0
+
+
 def test_a_drafter_without_a_forward_drafts_inline_as_vllm(model_dir, monkeypatch):
     """n-gram drafts in host code from the token table: nothing to move off the first token."""
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
