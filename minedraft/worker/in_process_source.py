@@ -27,8 +27,8 @@ arrived while its step ran) is skipped as a depth-0 call is. A ``stateless_draft
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,7 +36,7 @@ import torch
 from minedraft.log import get_logger
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
-from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
+from minedraft.worker.draft_job import DraftJob, as_lists, snapshot, snapshot_nbytes
 from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.draft_source import DraftSource, ProposeCall
 from minedraft.worker.job_watchdog import JobWatchdog
@@ -46,15 +46,6 @@ from minedraft.worker.step_profile import StepProfiler
 logger = get_logger(__name__)
 
 CATCH_UP_LINE = "MineDraft: first catch-up"
-
-
-@dataclass(frozen=True)
-class HeldCall:
-    """A held call (``hold``): its job, and the call as captured, which the catch-up reads."""
-
-    req_ids: list[str]
-    job: DraftJob
-    call: ProposeCall
 
 
 class InProcessDraftSource(DraftSource):
@@ -95,32 +86,32 @@ class InProcessDraftSource(DraftSource):
         self._feed_skipped(call)
         return self._propose_now(call)
 
-    def hold(self, call: ProposeCall) -> DraftJob | HeldCall:
-        """The call captured, its catch-up left for after the outputs too; or, where the copy would
-        exceed ``capture_max_mib``, drafted now (``prepare``)."""
+    def hold(self, call: ProposeCall) -> DraftJob | ProposeCall:
+        """The call with its inputs copied, drafted after the outputs, its catch-up first; or, where the
+        copy would exceed ``capture_max_mib`` or nothing catches up, ``prepare``'s job."""
         if self.catch_up is None or snapshot_nbytes((call.args, call.kwargs)) > self.capture_max_mib * 2**20:
             return self.prepare(call)
-        job = DraftJob.capture(call.req_ids, self._proposer(call), call.args, call.kwargs)
-        return HeldCall(job.req_ids, job, ProposeCall(job.req_ids, job.args, job.kwargs, call.depth))
+        return dataclasses.replace(call, args=snapshot(call.args), kwargs=snapshot(call.kwargs))
 
-    def skip_held(self, job: DraftJob | HeldCall) -> None:
+    def skip_held(self, job: DraftJob | ProposeCall) -> None:
         """Recorded for the catch-up (at the start of the next step: the runner's batch is still the
         held call's); drafted and dropped where its hidden states would exceed ``catch_up_max_mib``."""
-        if not isinstance(job, HeldCall):
+        if not isinstance(job, ProposeCall):
             return  # drafted at capture
-        if self.catch_up.skip(job.call) is None:
+        if self.catch_up.skip(job) is None:
             self.draft_after_output(job)
         self.arrival_skips += 1
 
-    def draft_after_output(self, job: DraftJob | HeldCall) -> MineDraftDraftTokenIds:
+    def draft_after_output(self, job: DraftJob | ProposeCall) -> MineDraftDraftTokenIds:
         """On the calling thread, not the lane: nothing runs beside it now, and the lane thread's
         intra-op threads (``lane_threads``) would only make it slower."""
         self._keep_joined()
         with torch.inference_mode():
-            if isinstance(job, HeldCall):
-                self._feed_skipped(job.call)
-                job = job.job
-            req_ids, drafts = self._bounded(job.run)()
+            if isinstance(job, ProposeCall):  # held: its catch-up, then the call
+                self._feed_skipped(job)
+                req_ids, drafts = job.req_ids, self._bounded(lambda: self._propose_now(job))()
+            else:
+                req_ids, drafts = self._bounded(job.run)()
         return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
 
     def release(self, req_ids) -> None:
