@@ -9,6 +9,8 @@ the replay, which runs on one lane at a time.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,15 +25,17 @@ def snapshot(value: Any) -> Any:
         return value.clone()
     if isinstance(value, np.ndarray):
         return value.copy()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: snapshot(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
-        return dataclasses.replace(value, **changes)
+    if isinstance(value, list):
+        if _atoms_only(value):
+            return value[:]
+        return [row[:] for row in value] if _rows_of_atoms(value) else [snapshot(v) for v in value]
+    if isinstance(value, tuple):
+        return value if _atoms_only(value) else tuple(snapshot(v) for v in value)
     if isinstance(value, dict):
         return {k: snapshot(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [snapshot(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(snapshot(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {name: snapshot(getattr(value, name)) for name in _init_fields(type(value))}
+        return dataclasses.replace(value, **changes)
     return value
 
 
@@ -41,13 +45,32 @@ def snapshot_nbytes(value: Any) -> int:
         return value.numel() * value.element_size()
     if isinstance(value, np.ndarray):
         return value.nbytes
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sum(snapshot_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init)
+    if isinstance(value, (list, tuple)):
+        return 0 if _atoms_only(value) or _rows_of_atoms(value) else sum(snapshot_nbytes(v) for v in value)
     if isinstance(value, dict):
         return sum(snapshot_nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(snapshot_nbytes(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(snapshot_nbytes(getattr(value, name)) for name in _init_fields(type(value)))
     return 0
+
+
+# Immutable scalars: a list of them, or a list of such lists, is copied without a call per element
+# (the sampling metadata's token ids: a list per request as long as its output, and a list per
+# slot of the persistent batch, max_num_seqs of them).
+_ATOMS = frozenset((int, float, bool, str, bytes, type(None)))
+
+
+def _atoms_only(items: list | tuple) -> bool:
+    return set(map(type, items)) <= _ATOMS
+
+
+def _rows_of_atoms(items: list | tuple) -> bool:
+    return set(map(type, items)) == {list} and set(map(type, itertools.chain.from_iterable(items))) <= _ATOMS
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
 
 @dataclass

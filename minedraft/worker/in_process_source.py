@@ -27,7 +27,6 @@ arrived while its step ran) is skipped as a depth-0 call is. A ``stateless_draft
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +35,7 @@ import torch
 from minedraft.log import get_logger
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
-from minedraft.worker.draft_job import DraftJob, as_lists, snapshot, snapshot_nbytes
+from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
 from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.draft_source import DraftSource, ProposeCall
 from minedraft.worker.job_watchdog import JobWatchdog
@@ -87,11 +86,14 @@ class InProcessDraftSource(DraftSource):
         return self._propose_now(call)
 
     def hold(self, call: ProposeCall) -> DraftJob | ProposeCall:
-        """The call with its inputs copied, drafted after the outputs, its catch-up first; or, where the
-        copy would exceed ``capture_max_mib`` or nothing catches up, ``prepare``'s job."""
-        if self.catch_up is None or snapshot_nbytes((call.args, call.kwargs)) > self.capture_max_mib * 2**20:
+        """The call itself, drafted after the outputs, its catch-up first; where nothing catches up,
+        ``prepare``'s job. Its inputs are not copied, unlike a deferred call's: it is drafted in this
+        step's ``take_draft_token_ids``, or recorded by ``skip_held`` before the next step's
+        ``execute_model`` reaches vLLM's, so the runner's buffers it reads still hold this step's
+        inputs (copying them cost a 2-6 ms step of the kit's pair about 4 %: benchmarks/method_stages.py)."""
+        if self.catch_up is None:
             return self.prepare(call)
-        return dataclasses.replace(call, args=snapshot(call.args), kwargs=snapshot(call.kwargs))
+        return call
 
     def skip_held(self, job: DraftJob | ProposeCall) -> None:
         """Recorded for the catch-up (at the start of the next step: the runner's batch is still the

@@ -93,9 +93,15 @@ def run_engine(method: str, lane: str, first_token: str, arrival: bool) -> dict:
         events.append(["update"])
         return outputs
 
+    drafts: dict[str, list[list[int]]] = {}  # request id -> the drafts each call made for it, in order
+
     def recording_propose(*args, **kwargs):
         events.append(["draft", list(runner.input_batch.req_ids)])
-        return propose(*args, **kwargs)
+        made = propose(*args, **kwargs)
+        if kwargs.get("num_speculative_tokens", K) == K:  # not a catch-up pass
+            for req_id, row in zip(runner.input_batch.req_ids, made.tolist()):
+                drafts.setdefault(req_id.split("-")[0], []).append(row)  # vLLM suffixes the id per engine
+        return made
 
     scheduler.schedule, scheduler.update_from_output = recording_schedule, recording_update
     scheduler.skips_held_drafts = recording_skips
@@ -125,7 +131,7 @@ def run_engine(method: str, lane: str, first_token: str, arrival: bool) -> dict:
         assert step < 1000, "engine does not finish"
     catch_up = runner.draft_catch_up
     return {"events": events, "tokens": tokens, "arrival_skips": scheduler.minedraft_totals.arrival_skips,
-            "caught_up_tokens": catch_up.caught_up_tokens if catch_up is not None else 0}
+            "caught_up_tokens": catch_up.caught_up_tokens if catch_up is not None else 0, "drafts": drafts}
 
 
 def make_handler(spec: dict):
@@ -209,6 +215,15 @@ def test_vllm_s_order_drafts_before_the_first_token(runs):
     assert not any(step["after_output"] for step in steps)
     firsts = [step for step in steps if step["first_tokens"]]
     assert all(step["first_tokens"] <= step["before"] for step in firsts), firsts
+
+
+def test_drafting_after_the_outputs_makes_the_drafts_vllm_s_order_makes(runs):
+    """A held call is not copied (in_process_source.py ``hold``): it reads the runner's buffers after the
+    step's outputs, before the next step rewrites them. Its drafts are the ones the same call makes
+    inside sampling, row for row."""
+    early, vllm_order = runs["early_overlap"]["drafts"], runs["after_drafts"]["drafts"]
+    assert sum(map(len, vllm_order.values())) >= len(PROMPT_LENGTHS) * (MAX_TOKENS // (K + 1))
+    assert early == vllm_order
 
 
 def test_the_order_changes_no_token(runs):

@@ -35,6 +35,21 @@ def test_snapshot_nbytes_counts_what_a_capture_copies():
     assert snapshot_nbytes((args, kwargs)) == snapshot_nbytes(snapshot((args, kwargs)))
 
 
+def test_lists_of_scalars_are_copied_whole_and_mixed_lists_element_by_element():
+    # The sampling metadata's output token ids: one list per request, appended to in the next step.
+    output_token_ids = [[1, 2, 3], [4, 5]]
+    mixed = [7, torch.arange(3), None]
+    copied = snapshot({"output_token_ids": output_token_ids, "mixed": mixed, "pair": (1, "a")})
+    output_token_ids[0].append(9)
+    mixed[1].zero_()
+    assert copied["output_token_ids"] == [[1, 2, 3], [4, 5]]
+    assert copied["mixed"][0] == 7 and copied["mixed"][1].tolist() == [0, 1, 2] and copied["mixed"][2] is None
+    assert copied["pair"] == (1, "a")
+    assert copied["output_token_ids"][1] is not output_token_ids[1]
+    assert snapshot_nbytes([[1, 2], [3.0, None]]) == snapshot_nbytes([(1, 2), (3.0, None)]) == 0
+    assert snapshot_nbytes([1, torch.zeros(4, dtype=torch.int32)]) == 16
+
+
 def test_a_completed_job_hands_over_drafts_made_at_capture():
     drafts = torch.tensor([[5, 6], [7, 8]])
     req_ids, got = DraftJob.completed(["a", "b"], drafts).run()

@@ -231,8 +231,10 @@ def test_a_held_call_is_caught_up_and_drafted_after_the_outputs_not_at_hold():
     log: list[str] = []
     source = _catching_up_source(log)
     buffer = torch.tensor([[1, 5], [2, 7]])
-    held = source.hold(_call(["a", "b"], buffer))
-    buffer.zero_()  # the held call keeps copies
+    call = _call(["a", "b"], buffer)
+    held = source.hold(call)
+    # Drafted before the runner's next step rewrites its buffers: the call is held as it is, not copied.
+    assert held is call
     assert log == []  # nothing fed, drafted or announced to the lane before the step's outputs
     assert source.draft_after_output(held) == MineDraftDraftTokenIds(["a", "b"], [[6, 7], [8, 9]])
     assert log == ["catch-up: feed ['a', 'b']", "propose [4, 6]", "propose [5, 7]"]
