@@ -54,10 +54,11 @@ EXECUTOR_STAGES = ("execute_model", "sample_tokens", "take_draft_token_ids")
 
 
 class StageTimer:
-    """Seconds spent in each wrapped method since the last ``reset``."""
+    """Seconds spent in, and calls of, each wrapped method since the last ``reset``."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
 
     def wrap(self, obj, name: str) -> None:
         if not hasattr(obj, name):
@@ -70,11 +71,13 @@ class StageTimer:
                 return method(*args, **kwargs)
             finally:
                 self.seconds[name] += time.perf_counter() - start
+                self.calls[name] += 1
 
         setattr(obj, name, timed)  # on this instance only: vLLM calls it through self
 
     def reset(self) -> None:
         self.seconds.clear()
+        self.calls.clear()
 
 
 def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False):
@@ -154,17 +157,18 @@ def run(args) -> dict:
     return {"rows": rows}
 
 
-def summarize(rounds: dict[str, list[dict[str, float]]], requests: int, steps: int) -> list[dict]:
-    """Per engine: each stage's ms per step (median over rounds) and the step time's ratio to the target
-    alone's, paired by round (a round that ran slow for every engine cancels out)."""
+def summarize(rounds: dict[str, list[dict[str, float]]], requests: int, steps: int,
+              base: str = "no_sd") -> list[dict]:
+    """Per engine: each stage's ms per step (median over rounds) and the step time's ratio to ``base``'s,
+    paired by round (a round that ran slow for every engine cancels out)."""
     rows = []
     for name, per_round in rounds.items():
         stages = {stage: round(statistics.median(x.get(stage, 0.0) for x in per_round) * 1e3 / steps, 3)
                   for stage in per_round[0]}
-        ratios = [x["step"] / y["step"] for x, y in zip(per_round, rounds["no_sd"])]
+        ratios = [x["step"] / y["step"] for x, y in zip(per_round, rounds[base])]
         rows.append({"engine": name, "requests": requests, "ms_per_step": stages,
-                     "step_vs_no_sd": round(statistics.median(ratios), 3),
-                     "step_vs_no_sd_rounds": [round(x, 3) for x in ratios]})
+                     f"step_vs_{base}": round(statistics.median(ratios), 3),
+                     f"step_vs_{base}_rounds": [round(x, 3) for x in ratios]})
     return rows
 
 

@@ -24,10 +24,11 @@ def test_a_wrapped_method_is_timed_on_its_instance_only_and_keeps_its_result_and
     with pytest.raises(ValueError, match="boom"):
         timed.forward(fail=True)
     assert set(timer.seconds) == {"forward"} and timer.seconds["forward"] > 0
+    assert timer.calls["forward"] == 2  # the failed call counted too
     untouched.forward()
     assert "forward" not in vars(untouched)
     timer.reset()
-    assert not timer.seconds
+    assert not timer.seconds and not timer.calls
 
 
 def test_step_ratios_pair_rounds_and_stages_are_ms_per_step():

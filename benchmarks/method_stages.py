@@ -1,0 +1,210 @@
+"""MineDraft's default against stock SD with the same method, per stage, engines in one process.
+
+The methods sweep (``sweep.py --drafts ngram suffix ...``) runs each engine in
+its own process, and on this machine its rounds spread by 10-30 %: five
+rounds do not separate a 5 % difference. Here the engines share one process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and run in alternation on the sweep's
+prompts, and each stage of a step is timed where vLLM calls it
+(``depth0_stages.py``'s timer):
+
+* ``stock_sd``: stock vLLM with the method, k = 2;
+* ``minedraft_auto``: MineDraft's default with the same speculative config;
+* ``stock_sd_twin``: stock SD again, the measurement's own resolution.
+
+Besides the other methods, ``--method`` takes the kit's draft models
+(``draft_small``, ``draft_perturbed``) and its EAGLE-3 head (``eagle3``): what drafting costs in a step
+(``propose_draft_token_ids``) compares across methods.
+
+    python benchmarks/method_stages.py --method suffix    # ~1-3 min on 2 idle cores
+    python benchmarks/method_stages.py --plot             # every method's file: method_stages.png
+
+One method per process (vLLM's CPU kernels are bound once per process).
+Writes ``benchmarks/results/cpu/method_stages/<method>.json`` and prints a table: the run time
+against stock SD's (paired by round, median), steps per run, and each stage in ms per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+from depth0_stages import EXECUTOR_STAGES, RUNNER_STAGES, SCHEDULER_STAGES, instrument  # noqa: E402
+from sweep import OTHER_METHODS, cpu_label  # noqa: E402
+
+OUT = HERE / "results" / "cpu"
+ENGINES = ("stock_sd", "minedraft_auto", "stock_sd_twin")
+# Not n-gram: a second n-gram engine in one process fails in vLLM 0.32's CPU kernel registration
+# (``register_triton_kernel_overrides``: "'_lib_fn_wrapper' object has no attribute 'get'").
+IN_ONE_PROCESS = tuple(m for m in OTHER_METHODS if m != "ngram")
+KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")  # the kit's drafts (draft_model, its EAGLE-3 head)
+
+
+def speculation_for(method: str, k: int):
+    """The target and the speculative config of ``method`` (the kit's checkpoints, as the sweep's)."""
+    from harness.engine_args import Speculation
+    from modelkit import build_kit
+    from modelkit.method_checkpoints import build_method_checkpoints
+
+    if method in ("ngram", "suffix"):
+        return build_kit().target, Speculation(None, k, method)
+    if method in KIT_DRAFTS:
+        kit = build_kit()
+        return kit.target, Speculation(getattr(kit, method), k, "eagle3" if method == "eagle3" else "draft_model")
+    checkpoints = build_method_checkpoints()
+    spec = dict(checkpoints.speculative_config(method, k))
+    return checkpoints.target_for(method), Speculation(spec.pop("model", None), k, spec.pop("method"),
+                                                       extra={key: v for key, v in spec.items()
+                                                              if key != "num_speculative_tokens"})
+
+
+def build_engines(target: str, speculation, max_num_seqs: int) -> dict:
+    from vllm import LLM
+
+    from harness.engine_args import engine_kwargs
+
+    common = dict(max_model_len=512, max_num_seqs=max_num_seqs, enable_prefix_caching=False)
+    return {name: LLM(**engine_kwargs(name.removesuffix("_twin"), target, speculation, **common))
+            for name in ENGINES}
+
+
+def measure(engines: dict, prompts: list[list[int]], output_tokens: int, rounds: int) -> dict[str, list[dict]]:
+    """Per engine, per round: the run's seconds, its steps (schedule calls) and each stage's seconds."""
+    from vllm import SamplingParams
+
+    timers = {name: instrument(llm) for name, llm in engines.items()}
+    params = SamplingParams(max_tokens=output_tokens, temperature=0, ignore_eos=True, detokenize=False)
+    inputs = [{"prompt_token_ids": p} for p in prompts]
+    for llm in engines.values():
+        llm.generate(inputs, params, use_tqdm=False)  # warm-up
+    per_round = collections.defaultdict(list)
+    names = list(engines)
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            timers[name].reset()
+            started = time.perf_counter()
+            engines[name].generate(inputs, params, use_tqdm=False)
+            per_round[name].append({"run": time.perf_counter() - started,
+                                    "steps": timers[name].calls["schedule"], **timers[name].seconds})
+    return per_round
+
+
+def summarize(per_round: dict[str, list[dict]], method: str, requests: int) -> list[dict]:
+    """Per engine: the run time against stock SD's (paired by round), steps per run and each stage's ms
+    per step (medians over rounds)."""
+    rows = []
+    for name, samples in per_round.items():
+        ratios = [x["run"] / y["run"] for x, y in zip(samples, per_round["stock_sd"])]
+        stages = {stage: round(statistics.median(x.get(stage, 0.0) / x["steps"] for x in samples) * 1e3, 3)
+                  for stage in ("run", *SCHEDULER_STAGES, *EXECUTOR_STAGES, *RUNNER_STAGES) if stage in samples[0]}
+        rows.append({"method": method, "engine": name, "requests": requests,
+                     "run_vs_stock_sd": round(statistics.median(ratios), 3),
+                     "run_vs_stock_sd_rounds": [round(x, 3) for x in ratios],
+                     "steps_per_run": statistics.median(x["steps"] for x in samples), "ms_per_step": stages})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    stages = ["run", *SCHEDULER_STAGES, *EXECUTOR_STAGES, *RUNNER_STAGES]
+    lines = ["| method | N | engine | run time / stock SD | steps | " + " | ".join(stages) + " |",
+             "|---|---|---|---|---|" + "---|" * len(stages)]
+    for row in rows:
+        cells = [f"{row['ms_per_step'].get(s, 0.0):.3f}" for s in stages]
+        lines.append(f"| {row['method']} | {row['requests']} | {row['engine']} | {row['run_vs_stock_sd']:.3f}x | "
+                     f"{row['steps_per_run']:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(directory: Path) -> Path:
+    """Every method's file in ``directory``: the default's and the twin's run time against stock SD's,
+    per N (median, min-max over rounds), one panel per method."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    files = sorted(directory.glob("*.json"))
+    fig, axes = plt.subplots(1, len(files), figsize=(2.4 * len(files), 2.8), sharey=True, squeeze=False)
+    for ax, path in zip(axes[0], files):
+        rows = json.loads(path.read_text())["rows"]
+        for engine, color in (("minedraft_auto", "tab:green"), ("stock_sd_twin", "tab:gray")):
+            mine = [r for r in rows if r["engine"] == engine]
+            y = [r["run_vs_stock_sd"] for r in mine]
+            err = [[v - min(r["run_vs_stock_sd_rounds"]) for v, r in zip(y, mine)],
+                   [max(r["run_vs_stock_sd_rounds"]) - v for v, r in zip(y, mine)]]
+            ax.errorbar([r["requests"] for r in mine], y, yerr=err, fmt="o-", ms=4, capsize=3, color=color,
+                        label=engine)
+        ax.axhline(1.0, color="k", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_title(path.stem, fontsize=8)
+        ax.set_xlabel("N", fontsize=8)
+    axes[0][0].set_ylabel("run time / stock SD's", fontsize=8)
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    out = directory / "method_stages.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def run(args) -> list[dict]:
+    from modelkit.prompts import token_windows
+
+    target, speculation = speculation_for(args.method, args.k)
+    engines = build_engines(target, speculation, max(64, max(args.concurrency)))
+    prompts = token_windows(max(args.concurrency), args.prompt_tokens, seed=0, tokenizer_dir=target)
+    rows = []
+    for n in args.concurrency:
+        rows += summarize(measure(engines, prompts[:n], args.output_tokens, args.rounds), args.method, n)
+        print(markdown(rows[-len(ENGINES):]), flush=True)
+    return rows
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--method", default="suffix", choices=(*IN_ONE_PROCESS, *KIT_DRAFTS))
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--out", type=Path, help="default: results/cpu/method_stages/<method>.json")
+    parser.add_argument("--plot", action="store_true",
+                        help="only plot the files in results/cpu/method_stages/ (method_stages.png)")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.plot:
+        print(f"wrote {plot(OUT / 'method_stages')}")
+        return
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine cores in this process: stages timed in place
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+    started = time.perf_counter()
+    rows = run(args)
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
+            "method": args.method, "k": args.k, "concurrency": args.concurrency,
+            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens, "rounds": args.rounds,
+            "unit": "ms per step: a stage's time over a run divided by the run's steps; medians of rounds",
+            "seconds": round(time.perf_counter() - started, 1)}
+    out = args.out or OUT / "method_stages" / f"{args.method}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": rows, "meta": meta}, indent=1) + "\n")
+    print(f"wrote {out}\n\n" + markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
