@@ -56,12 +56,10 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
     """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
     method = spec.get("method") or "draft_model"
     if method != "draft_model" or not spec.get("model"):
-        # EAGLE heads, MTP layers, DFlash and Medusa draft from the target's hidden states, which stay in the
-        # target's process; n-gram and suffix decoding run no model.
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
-            f"'draft_model' with a 'model' (PARD included), got method {method!r}, which drafts from the "
-            f"target's hidden states or runs no model; use the in-process drafter (the default).")
+            f"'draft_model' with a 'model' (PARD included), got method {method!r}, which "
+            f"{_STAYS_IN_PROCESS.get(method, _STAYS_DEFAULT)}; use the in-process drafter (the default).")
     if spec.get("draft_sample_method") not in (None, "greedy"):
         # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
         raise MineDraftConfigError(
@@ -74,6 +72,21 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
     if device.kind == "cuda" and 0 in device.indices:
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
+
+
+# Why each other method drafts in the target's process (RFC §7, the process drafter).
+_STAYS_DEFAULT = "drafts from the target's hidden states or runs no model"
+_STAYS_IN_PROCESS = {
+    "dflash": "drafts from the target's hidden states of several layers, written as its context's K/V "
+              "under the target's block table every step (a draft model of its own, but no engine of "
+              "its own: vLLM has none whose requests' context arrives as hidden states)",
+    "eagle": "drafts from the target's hidden states (a head, not a model of its own)",
+    "eagle3": "drafts from the target's hidden states (a head, not a model of its own)",
+    "mtp": "drafts with the target's own MTP layers, from its hidden states",
+    "medusa": "drafts from the target's last hidden state (heads, not a model of their own)",
+    "ngram": "runs no model",
+    "suffix": "runs no model",
+}
 
 
 def refuse_on_stock_path(reason: str) -> None:

@@ -48,7 +48,10 @@ def test_a_pard_draft_goes_to_the_draft_engine_which_drafts_it_one_token_per_for
 @pytest.mark.parametrize(("minedraft", "spec", "message"), [
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "ngram", "model": None,
                                                          "prompt_lookup_max": 3},
-     r"the speculative method must be 'draft_model' with a 'model' \(PARD included\), got method 'ngram'"),
+     r"the speculative method must be 'draft_model' with a 'model' \(PARD included\), got method 'ngram', "
+     r"which runs no model"),
+    ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "dflash"},
+     "got method 'dflash', which drafts from the target's hidden states of several layers"),
     ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares GPU 0 with the target"),
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"draft_sample_method": "probabilistic"},
      "not the probabilities that draft_sample_method 'probabilistic' needs"),
