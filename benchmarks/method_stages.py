@@ -3,9 +3,9 @@
 The methods sweep (``sweep.py --drafts ngram suffix ...``) runs each engine in
 its own process, and on this machine its rounds spread by 10-30 %: five
 rounds do not separate a 5 % difference. Here the engines share one process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and run in alternation on the sweep's
-prompts, and each stage of a step is timed where vLLM calls it
-(``depth0_stages.py``'s timer):
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and run in alternation, with the sweep's
+engine settings, speculative configs (``sweep.cpu_setup``) and prompts, and each
+stage of a step is timed where vLLM calls it (``depth0_stages.py``'s timer):
 
 * ``stock_sd``: stock vLLM with the method, k = 2;
 * ``minedraft_auto``: MineDraft's default with the same speculative config;
@@ -39,42 +39,28 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 from depth0_stages import EXECUTOR_STAGES, RUNNER_STAGES, SCHEDULER_STAGES, instrument  # noqa: E402
-from sweep import OTHER_METHODS, cpu_label  # noqa: E402
+
+import sweep  # noqa: E402
 
 OUT = HERE / "results" / "cpu"
 ENGINES = ("stock_sd", "minedraft_auto", "stock_sd_twin")
-# Not n-gram: a second n-gram engine in one process fails in vLLM 0.32's CPU kernel registration
-# (``register_triton_kernel_overrides``: "'_lib_fn_wrapper' object has no attribute 'get'").
-IN_ONE_PROCESS = tuple(m for m in OTHER_METHODS if m != "ngram")
-KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")  # the kit's drafts (draft_model, its EAGLE-3 head)
+# The sweep's drafts and methods but n-gram: a second n-gram engine in one process fails in vLLM 0.32's CPU
+# kernel registration (``register_triton_kernel_overrides``: "'_lib_fn_wrapper' object has no attribute 'get'").
+KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")
+METHODS = (*(m for m in sweep.OTHER_METHODS if m != "ngram"), *KIT_DRAFTS)
 
 
-def speculation_for(method: str, k: int):
-    """The target and the speculative config of ``method`` (the kit's checkpoints, as the sweep's)."""
-    from harness.engine_args import Speculation
-    from modelkit import build_kit
-    from modelkit.method_checkpoints import build_method_checkpoints
-
-    if method in ("ngram", "suffix"):
-        return build_kit().target, Speculation(None, k, method)
-    if method in KIT_DRAFTS:
-        kit = build_kit()
-        return kit.target, Speculation(getattr(kit, method), k, "eagle3" if method == "eagle3" else "draft_model")
-    checkpoints = build_method_checkpoints()
-    spec = dict(checkpoints.speculative_config(method, k))
-    return checkpoints.target_for(method), Speculation(spec.pop("model", None), k, spec.pop("method"),
-                                                       extra={key: v for key, v in spec.items()
-                                                              if key != "num_speculative_tokens"})
-
-
-def build_engines(target: str, speculation, max_num_seqs: int) -> dict:
-    from vllm import LLM
-
+def engine_specs(args) -> tuple[str, dict[str, dict], dict[str, str]]:
+    """The target of ``args.method``, each engine's ``LLM`` keyword arguments (the sweep's engine settings
+    and speculative config) and the environment the sweep's engines run with."""
     from harness.engine_args import engine_kwargs
 
-    common = dict(max_model_len=512, max_num_seqs=max_num_seqs, enable_prefix_caching=False)
-    return {name: LLM(**engine_kwargs(name.removesuffix("_twin"), target, speculation, **common))
-            for name in ENGINES}
+    setup = sweep.cpu_setup(args, [args.method])
+    target, path = setup.pairs[args.method]
+    speculation = sweep.speculation_of(setup, args.method, path, args.k)
+    engines = {name: engine_kwargs(name.removesuffix("_twin"), target, speculation, defaults={}, **setup.engine)
+               for name in ENGINES}
+    return target, engines, setup.env
 
 
 def measure(engines: dict, prompts: list[list[int]], output_tokens: int, rounds: int) -> dict[str, list[dict]]:
@@ -158,10 +144,13 @@ def plot(directory: Path) -> Path:
 
 
 def run(args) -> list[dict]:
+    target, specs, env = engine_specs(args)
+    os.environ.update(env)  # the in-process engine core (engine_core inproc), vLLM's usage stats off
+    from vllm import LLM
+
     from modelkit.prompts import token_windows
 
-    target, speculation = speculation_for(args.method, args.k)
-    engines = build_engines(target, speculation, max(64, max(args.concurrency)))
+    engines = {name: LLM(**kwargs) for name, kwargs in specs.items()}
     prompts = token_windows(max(args.concurrency), args.prompt_tokens, seed=0, tokenizer_dir=target)
     rows = []
     for n in args.concurrency:
@@ -172,7 +161,7 @@ def run(args) -> list[dict]:
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="suffix", choices=(*IN_ONE_PROCESS, *KIT_DRAFTS))
+    parser.add_argument("--method", default="suffix", choices=METHODS)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--prompt-tokens", type=int, default=64)
@@ -181,6 +170,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, help="default: results/cpu/method_stages/<method>.json")
     parser.add_argument("--plot", action="store_true",
                         help="only plot the files in results/cpu/method_stages/ (method_stages.png)")
+    # The sweep's engine settings (sweep.cpu_setup) with the engine core in this process: stages timed in place.
+    parser.set_defaults(engine_core="inproc")
     return parser.parse_args(argv)
 
 
@@ -189,13 +180,9 @@ def main(argv=None) -> None:
     if args.plot:
         print(f"wrote {plot(OUT / 'method_stages')}")
         return
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine cores in this process: stages timed in place
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-
     started = time.perf_counter()
     rows = run(args)
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": sweep.cpu_label(),
             "method": args.method, "k": args.k, "concurrency": args.concurrency,
             "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens, "rounds": args.rounds,
             "unit": "ms per step: a stage's time over a run divided by the run's steps; medians of rounds",

@@ -23,7 +23,13 @@ def test_stages_are_per_counted_step_and_runs_pair_with_stock_sd_by_round():
     assert "| suffix | 1 | minedraft_auto | 1.050x | 10.5 |" in method_stages.markdown(list(rows.values()))
 
 
-def test_each_method_runs_the_same_speculative_config_under_every_engine():
-    target, speculation = method_stages.speculation_for("suffix", k=2)
-    assert speculation.config() == {"method": "suffix", "num_speculative_tokens": 2}
-    assert method_stages.ENGINES == ("stock_sd", "minedraft_auto", "stock_sd_twin")
+def test_the_three_engines_share_the_sweep_s_speculative_config_and_only_one_is_minedraft():
+    args = method_stages.parse_args(["--method", "suffix", "--k", "2"])
+    target, specs, env = method_stages.engine_specs(args)
+    assert set(specs) == set(method_stages.ENGINES) and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    for kwargs in specs.values():
+        assert kwargs["model"] == target and not kwargs["enable_prefix_caching"]
+        assert kwargs["speculative_config"] == {"method": "suffix", "num_speculative_tokens": 2}
+    assert [name for name, kwargs in specs.items() if kwargs.get("scheduler_cls") == "minedraft"] == ["minedraft_auto"]
+    assert specs["stock_sd"] == specs["stock_sd_twin"]
+    assert "ngram" not in method_stages.METHODS and "pard" in method_stages.METHODS
