@@ -18,7 +18,8 @@ Besides the other methods, ``--method`` takes the kit's draft models
     python benchmarks/method_stages.py --method suffix    # ~1-3 min on 2 idle cores
     python benchmarks/method_stages.py --plot             # every method's file: method_stages.png
 
-One method per process (vLLM's CPU kernels are bound once per process).
+One method per process (vLLM's CPU kernels are bound once per process; for
+n-gram, see ``llvmlite_out_of_kernel_scan``).
 Writes ``benchmarks/results/cpu/method_stages/<method>.json`` and prints a table: the run time
 against stock SD's (paired by round, median), steps per run, and each stage in ms per step.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import statistics
@@ -44,10 +46,8 @@ import sweep  # noqa: E402
 
 OUT = HERE / "results" / "cpu"
 ENGINES = ("stock_sd", "minedraft_auto", "stock_sd_twin")
-# The sweep's drafts and methods but n-gram: a second n-gram engine in one process fails in vLLM 0.32's CPU
-# kernel registration (``register_triton_kernel_overrides``: "'_lib_fn_wrapper' object has no attribute 'get'").
 KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")
-METHODS = (*(m for m in sweep.OTHER_METHODS if m != "ngram"), *KIT_DRAFTS)
+METHODS = (*sweep.OTHER_METHODS, *KIT_DRAFTS)
 
 
 def engine_specs(args) -> tuple[str, dict[str, dict], dict[str, str]]:
@@ -143,6 +143,38 @@ def plot(directory: Path) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def llvmlite_out_of_kernel_scan():
+    """While engines start, hide llvmlite's modules from vLLM 0.32's CPU kernel overrides.
+
+    Every engine's worker registers the overrides (``register_triton_kernel_overrides``),
+    which scans each module's namespace for references to the kernels. Once the n-gram
+    proposer has imported numba, that scan reaches llvmlite's ``ffi.lib``, whose
+    ``__dict__`` is a ``_lib_fn_wrapper``, and fails ("'_lib_fn_wrapper' object has no
+    attribute 'get'"): a second n-gram engine in one process cannot start. llvmlite holds
+    no vLLM kernel and the registration imports nothing of it, so its modules are taken
+    out of ``sys.modules`` for that call only (not for the engine's start, which may
+    compile with numba).
+    """
+    from vllm.platforms import current_platform
+
+    platform = type(current_platform)
+    register = platform.__dict__["register_triton_kernel_overrides"]
+
+    def without_llvmlite(cls) -> None:
+        hidden = {n: sys.modules.pop(n) for n in [n for n in sys.modules if n.split(".")[0] == "llvmlite"]}
+        try:
+            register.__func__(cls)
+        finally:
+            sys.modules.update(hidden)
+
+    platform.register_triton_kernel_overrides = classmethod(without_llvmlite)
+    try:
+        yield
+    finally:
+        platform.register_triton_kernel_overrides = register
+
+
 def run(args) -> list[dict]:
     target, specs, env = engine_specs(args)
     os.environ.update(env)  # the in-process engine core (engine_core inproc), vLLM's usage stats off
@@ -150,7 +182,8 @@ def run(args) -> list[dict]:
 
     from modelkit.prompts import token_windows
 
-    engines = {name: LLM(**kwargs) for name, kwargs in specs.items()}
+    with llvmlite_out_of_kernel_scan():
+        engines = {name: LLM(**kwargs) for name, kwargs in specs.items()}
     prompts = token_windows(max(args.concurrency), args.prompt_tokens, seed=0, tokenizer_dir=target)
     rows = []
     for n in args.concurrency:

@@ -32,4 +32,22 @@ def test_the_three_engines_share_the_sweep_s_speculative_config_and_only_one_is_
         assert kwargs["speculative_config"] == {"method": "suffix", "num_speculative_tokens": 2}
     assert [name for name, kwargs in specs.items() if kwargs.get("scheduler_cls") == "minedraft"] == ["minedraft_auto"]
     assert specs["stock_sd"] == specs["stock_sd_twin"]
-    assert "ngram" not in method_stages.METHODS and "pard" in method_stages.METHODS
+    assert {"ngram", "pard", "draft_small"} <= set(method_stages.METHODS)
+
+
+def test_kernel_overrides_run_without_llvmlite_in_sight_and_are_restored(monkeypatch):
+    import sys
+
+    import llvmlite.binding  # noqa: F401  (what the n-gram proposer's numba imports)
+    from vllm.platforms import current_platform
+
+    seen = []
+    monkeypatch.setattr(type(current_platform), "register_triton_kernel_overrides",
+                        classmethod(lambda cls: seen.append(any(n.startswith("llvmlite") for n in sys.modules))))
+    wrapped = type(current_platform).__dict__["register_triton_kernel_overrides"]
+    with method_stages.llvmlite_out_of_kernel_scan():
+        current_platform.register_triton_kernel_overrides()
+        assert "llvmlite.binding" in sys.modules  # hidden for the registration only
+    current_platform.register_triton_kernel_overrides()
+    assert seen == [False, True]
+    assert type(current_platform).__dict__["register_triton_kernel_overrides"] is wrapped
