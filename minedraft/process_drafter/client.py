@@ -54,6 +54,8 @@ class DrafterClient:
                 f"minedraft: the draft engine process on {device} did not start; see {self.log_path}:\n"
                 + _tail(self.log_path))
         self.max_model_len: int = ready["max_model_len"]
+        # The target's layers whose hidden states a DFlash draft takes as context (vLLM's numbering).
+        self.context_layers: list[int] = ready.get("context_layers", [])
         logger.info("MineDraft draft engine up on %s in %.1f s (pid %d, log %s)", device, ready["start_s"],
                     self.proc.pid, self.log_path)
 

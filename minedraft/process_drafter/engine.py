@@ -83,6 +83,11 @@ def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> 
     end_with_parent(spec["parent_pid"], "the draft engine")
     if spec.get("cpu_affinity"):
         os.sched_setaffinity(0, spec["cpu_affinity"])
+    if (spec["engine"].get("speculative_config") or {}).get("method") == "dflash":  # dflash_engine.py
+        from minedraft.process_drafter.dflash_engine import start_dflash
+
+        dflash = start_dflash(spec)
+        return dflash.handle, {"max_model_len": dflash.max_model_len, "context_layers": dflash.context_layers}
     from vllm import LLM
 
     engine = engine_cls(LLM(**spec["engine"]), spec["k"])

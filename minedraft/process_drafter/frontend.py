@@ -55,11 +55,15 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
 def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: DrafterDevice) -> None:
     """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
     method = spec.get("method") or "draft_model"
-    if method != "draft_model" or not spec.get("model"):
+    if method not in ("draft_model", "dflash") or not spec.get("model"):
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
-            f"'draft_model' with a 'model' (PARD included), got method {method!r}, which "
+            f"'draft_model' (PARD included) or 'dflash', with a 'model', got method {method!r}, which "
             f"{_STAYS_IN_PROCESS.get(method, _STAYS_DEFAULT)}; use the in-process drafter (the default).")
+    if method == "dflash" and device.tensor_parallel_size > 1:
+        raise MineDraftConfigError(
+            f"MINEDRAFT_DRAFTER=process with a DFlash draft runs it on one device, got {device}: its engine "
+            "is driven in the drafter's process (dflash_engine.py); give it one GPU or a set of cores.")
     if spec.get("draft_sample_method") not in (None, "greedy"):
         # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
         raise MineDraftConfigError(
@@ -77,9 +81,6 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
 # Why each other method drafts in the target's process (RFC §7, the process drafter).
 _STAYS_DEFAULT = "drafts from the target's hidden states or runs no model"
 _STAYS_IN_PROCESS = {
-    "dflash": "drafts from the target's hidden states of several layers, written as its context's K/V "
-              "under the target's block table every step (a draft model of its own, but no engine of "
-              "its own: vLLM has none whose requests' context arrives as hidden states)",
     "eagle": "drafts from the target's hidden states (a head, not a model of its own)",
     "eagle3": "drafts from the target's hidden states (a head, not a model of its own)",
     "mtp": "drafts with the target's own MTP layers, from its hidden states",
@@ -97,7 +98,11 @@ def refuse_on_stock_path(reason: str) -> None:
 
 
 def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterDevice) -> dict[str, Any]:
-    """``LLM`` keyword arguments of the draft engine: the draft model, the target's numerics."""
+    """``LLM`` keyword arguments of the draft engine: the draft model, the target's numerics. A DFlash
+    draft's engine is the target's config without its layers, with the user's DFlash speculative
+    config (dflash_engine.py)."""
+    if spec.get("method") == "dflash":
+        return _dflash_engine_kwargs(engine_args, spec, device)
     kwargs = {
         "model": spec["model"],
         "revision": spec.get("revision"),
@@ -118,6 +123,30 @@ def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterD
         "scheduler_cls": DRAFT_SCHEDULER_QUALNAME,
         "async_scheduling": False,
         "skip_tokenizer_init": True,  # token ids in, token ids out
+    }
+    if device.kind == "cuda":
+        kwargs["gpu_memory_utilization"] = engine_args.gpu_memory_utilization
+    return {key: value for key, value in kwargs.items() if value is not None}
+
+
+def _dflash_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterDevice) -> dict[str, Any]:
+    draft = {key: spec[key] for key in ("model", "revision", "code_revision", "quantization") if spec.get(key)}
+    kwargs = {
+        "model": engine_args.model,
+        "revision": engine_args.revision,
+        "tokenizer": engine_args.tokenizer,
+        "speculative_config": {**draft, "method": "dflash", "num_speculative_tokens": spec["num_speculative_tokens"]},
+        "max_model_len": engine_args.max_model_len,
+        "dtype": engine_args.dtype,
+        "seed": engine_args.seed if engine_args.seed is not None else 0,
+        "trust_remote_code": engine_args.trust_remote_code,
+        "enforce_eager": spec.get("enforce_eager", engine_args.enforce_eager),
+        "block_size": engine_args.block_size,
+        "max_num_seqs": engine_args.max_num_seqs,
+        "max_num_batched_tokens": engine_args.max_num_batched_tokens,
+        "enable_prefix_caching": False,  # its scheduler never gets a request
+        "async_scheduling": False,
+        "skip_tokenizer_init": True,
     }
     if device.kind == "cuda":
         kwargs["gpu_memory_utilization"] = engine_args.gpu_memory_utilization

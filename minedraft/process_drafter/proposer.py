@@ -31,7 +31,9 @@ from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.process_drafter.client import DRAFT_ENGINE, DrafterClient
+from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.history import SentHistories, Update
+from minedraft.process_drafter.sent_context import SentContext
 from minedraft.rank import tensor_parallel_rank
 from minedraft.registry import DRAFT_ENGINE_KEY
 from minedraft.scheduling.output import MineDraftDraftTokenIds
@@ -48,12 +50,16 @@ class RemoteDraftJob:
     updates: list[Update]
     released: list[str]
     depth: int  # draft tokens per drafted row
+    next_tokens: list[int] | None = None  # a DFlash drafter's: the token each drafted row drafts after
 
     def message(self) -> dict[str, Any] | None:
         """What the draft engine is sent; None when there is nothing to send."""
         if not (self.drafted or self.released):
             return None
-        return {"release": self.released, "updates": self.updates, "draft": self.drafted, "k": self.depth}
+        message = {"release": self.released, "updates": self.updates, "draft": self.drafted, "k": self.depth}
+        if self.next_tokens is not None:
+            message["next"] = self.next_tokens
+        return message
 
     def result(self, reply: dict[str, Any] | None) -> MineDraftDraftTokenIds:
         """Drafts per row from the engine's reply; without one (late or gone) the drafted rows get none
@@ -114,6 +120,10 @@ class RemoteDraftProposer:
         self.client: DrafterClient | None = None
         self.stats = JobStats()
         self.drives_engine = tensor_parallel_rank() == 0
+        # A DFlash draft's (set once its engine is up): the target layers whose hidden states it takes.
+        self.context_layers: tuple[int, ...] = ()
+        self.context: SentContext | None = None
+        self.writer: ContextWriter | None = None
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's hook for loading the draft model: start its engine instead (rank 0 only)."""
@@ -124,27 +134,59 @@ class RemoteDraftProposer:
             return
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
+        if self.client.context_layers:  # a DFlash draft: its context is the target's hidden states
+            self.context_layers = tuple(self.client.context_layers)
+            self.context, self.writer = SentContext(), ContextWriter()
+
+    @property
+    def takes_hidden_states(self) -> bool:
+        """The runner must capture the target's hidden states at ``context_layers`` for ``add_context``."""
+        return self.context is not None
+
+    def add_context(self, entries: list, rows: list) -> None:
+        """A step's context: per request (id, first position, count) and its hidden-state rows."""
+        self.context.add(entries, rows)
 
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
                 token_ids_cpu, **_: Any) -> RemoteDraftJob:
         """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
         ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
         releases: the draft engine's sessions take the tokens they missed with the next job that drafts."""
-        drafted, updates = [], []
+        drafted, updates, next_tokens = [], [], []
         for row, req_id in enumerate(req_ids):
             length = int(num_tokens_no_spec[row])
             # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
             # or where k more tokens would pass the model length.
             if depth == 0 or not sampled_token_ids[row] or length + self.k > self.max_model_len:
                 continue
+            if self.context is not None:  # no token history: the context came with add_context
+                if req_id not in self.context.lost:
+                    drafted.append(req_id)
+                    next_tokens.append(int(sampled_token_ids[row][-1]))
+                continue
             updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
             drafted.append(req_id)
+        if self.context is not None:  # releases go with the context, when the job is sent
+            return RemoteDraftJob(list(req_ids), drafted, [], [], depth, next_tokens)
         return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
 
     def send(self, job: RemoteDraftJob) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""
-        message = job.message()
+        message = job.message() if self.context is None else self._with_context(job)
         return None if message is None else self.client.send(message)
+
+    def _with_context(self, job: RemoteDraftJob) -> dict[str, Any] | None:
+        """A DFlash drafter's job: the releases and every context row captured since the last job
+        (in shared memory), then the drafts. Sent even without drafts where rows are waiting: a
+        step's hidden states exist only in its step."""
+        released, entries, rows = self.context.take()
+        if not (job.drafted or released or entries):
+            return None
+        message = {**(job.message() or {"draft": [], "next": [], "k": job.depth, "updates": []}),
+                   "release": released}
+        if entries:
+            message["context"] = {**self.writer.write(rows), "entries": entries}
+        return message
 
     def receive(self, job: RemoteDraftJob, job_id: int | None,
                 sent_at: float | None = None) -> MineDraftDraftTokenIds:
@@ -154,7 +196,7 @@ class RemoteDraftProposer:
         reply = self.client.receive(job_id, self.timeout_s)
         self.stats.observe(reply, sent_at)
         if reply is not None:
-            self.sent.forget(reply["resync"])
+            (self.sent if self.context is None else self.context).forget(reply["resync"])
         # A late job's histories are still applied by the drafter (jobs are processed in
         # order), so the next job's updates start where this one's ended.
         return job.result(reply)
@@ -166,7 +208,7 @@ class RemoteDraftProposer:
 
     def release(self, req_ids: Iterable[str]) -> None:
         """Finished or preempted requests: dropped by the drafter with the next job."""
-        self.sent.release(req_ids)
+        (self.sent if self.context is None else self.context).release(req_ids)
 
     def propose(self, *args: Any, **kwargs: Any):
         raise RuntimeError("minedraft: the process drafter needs MineDraft's model runner "
@@ -176,3 +218,5 @@ class RemoteDraftProposer:
         if self.client is not None:
             logger.info("MineDraft process drafter: %s", self.stats.summary())
             self.client.close()
+        if self.writer is not None:
+            self.writer.close()

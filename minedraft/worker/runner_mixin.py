@@ -63,6 +63,7 @@ from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane
 from minedraft.worker.plain_sampling import samples_as_target_alone
 from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
+from minedraft.worker.step_context import step_context
 from minedraft.worker.step_profile import StepProfiler
 from minedraft.worker.suffix_batch import with_batch_view
 
@@ -238,6 +239,38 @@ class MineDraftRunnerMixin:
                 and scheduler_output.num_spec_tokens_to_schedule == 0
                 and not scheduler_output.scheduled_spec_decode_tokens)
 
+    # -------------------------------------------------------------- a DFlash draft in its own process
+    def _setup_eagle3_aux_hidden_state_outputs(self) -> None:
+        """A DFlash draft in its own process takes the target's hidden states at its layers: the
+        target model returns them as it does for vLLM's DFlash drafter (called once the drafter's
+        engine is up and has said which layers)."""
+        if self._sends_hidden_states():
+            self.use_aux_hidden_state_outputs = True
+        super()._setup_eagle3_aux_hidden_state_outputs()
+
+    def _get_eagle3_aux_layers_from_config(self):
+        if self._sends_hidden_states():
+            return self.drafter.context_layers
+        return super()._get_eagle3_aux_layers_from_config()
+
+    def _step_arguments(self, scheduler_output, args: tuple, kwargs: dict) -> dict:
+        """vLLM's ``propose_draft_token_ids`` arguments by name."""
+        if self._propose_signature is None:
+            self._propose_signature = inspect.signature(super().propose_draft_token_ids)
+        return self._propose_signature.bind(scheduler_output, *args, **kwargs).arguments
+
+    def _sends_hidden_states(self) -> bool:
+        drafter = getattr(self, "drafter", None)
+        return isinstance(drafter, RemoteDraftProposer) and drafter.takes_hidden_states
+
+    def _send_step_context(self, scheduler_output, args: tuple, kwargs: dict) -> None:
+        """Every step's context rows go to the process drafter, whatever the step's depth or plan:
+        its hidden states exist only now (``step_context.py``)."""
+        step = self._step_arguments(scheduler_output, args, kwargs)
+        self.drafter.add_context(*step_context(list(self.input_batch.req_ids), scheduler_output,
+                                               step["sampled_token_ids"], step["aux_hidden_states"],
+                                               self.input_batch.token_ids_cpu))
+
     def propose_draft_token_ids(self, scheduler_output, *args, **kwargs):
         """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
         padded metadata, positions: 0.5-1 ms a step on CPU) is skipped with the forward it
@@ -246,6 +279,8 @@ class MineDraftRunnerMixin:
         drafter is not called at depth 0 at all (nothing to catch up). An EAGLE head's
         skipped call keeps only what its catch-up reads: the target's hidden states of the step's
         tokens and where each request's tokens start (``_skip_kwargs``)."""
+        if self._sends_hidden_states():
+            self._send_step_context(scheduler_output, args, kwargs)
         catch_up = self.draft_catch_up
         if scheduler_output.num_spec_tokens_to_schedule == 0:
             if self.stateless_drafter or (catch_up is not None and not catch_up.keeps_hidden_states):
@@ -265,9 +300,7 @@ class MineDraftRunnerMixin:
         ``total_num_scheduled_tokens`` rows, EAGLE-3's auxiliary layers side by side) and the
         attention metadata. None where vLLM selects otherwise (drafts were verified; a model that
         overrides the hidden states)."""
-        if self._propose_signature is None:
-            self._propose_signature = inspect.signature(super().propose_draft_token_ids)
-        step = self._propose_signature.bind(scheduler_output, *args, **kwargs).arguments
+        step = self._step_arguments(scheduler_output, args, kwargs)
         if step["spec_decode_metadata"] is not None or hasattr(self.get_model(), "get_mtp_target_hidden_states"):
             return None
         n = scheduler_output.total_num_scheduled_tokens
