@@ -22,6 +22,15 @@ Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
   accepted;
 * ``placement.py`` (minedraft/config/): ``cpu:``/``cuda:`` device strings and the process's binding.
 
+A DFlash draft's context is the target's hidden states, not tokens:
+
+* ``worker/step_context.py`` (target worker) copies out each step's rows that
+  became context; ``sent_context.py`` keeps them until the next job, and
+  ``context_channel.py`` carries them through shared memory;
+* ``dflash_engine.py`` (the drafter's process) runs vLLM's DFlash proposer
+  beside ``dflash_host.py`` (the target's embeddings and LM head), its KV in
+  ``context_blocks.py`` (per request, full blocks shared by token prefix).
+
 In the target's worker the process drafter is a draft source
 (minedraft/worker/process_source.py) behind the same interface as the
 in-process drafter, so MineDraft's usual two-batch pipeline

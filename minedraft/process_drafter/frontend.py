@@ -136,7 +136,7 @@ def _dflash_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: Drafte
         "revision": engine_args.revision,
         "tokenizer": engine_args.tokenizer,
         "speculative_config": {**draft, "method": "dflash", "num_speculative_tokens": spec["num_speculative_tokens"]},
-        "max_model_len": engine_args.max_model_len,
+        "max_model_len": spec.get("max_model_len") or engine_args.max_model_len,  # drafts reach no further
         "dtype": engine_args.dtype,
         "seed": engine_args.seed if engine_args.seed is not None else 0,
         "trust_remote_code": engine_args.trust_remote_code,

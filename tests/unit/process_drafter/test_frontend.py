@@ -45,13 +45,26 @@ def test_a_pard_draft_goes_to_the_draft_engine_which_drafts_it_one_token_per_for
     assert vllm_config.additional_config[DRAFT_ENGINE_KEY]["model"] == model_dir
 
 
+def test_a_dflash_draft_s_engine_is_the_target_s_config_with_the_draft_as_its_dflash_drafter(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"}, method="dflash",
+                        max_model_len=256)
+    vllm_config = args.create_engine_config()
+    assert vllm_config.speculative_config.method == "custom_class"
+    engine = vllm_config.additional_config[DRAFT_ENGINE_KEY]
+    assert engine["model"] == model_dir and engine["max_model_len"] == 256 and engine["dtype"] == "float32"
+    assert engine["speculative_config"] == {"model": model_dir, "method": "dflash", "num_speculative_tokens": 3}
+    assert not engine["enable_prefix_caching"] and engine["skip_tokenizer_init"]
+
+
 @pytest.mark.parametrize(("minedraft", "spec", "message"), [
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "ngram", "model": None,
                                                          "prompt_lookup_max": 3},
-     r"the speculative method must be 'draft_model' with a 'model' \(PARD included\), got method 'ngram', "
-     r"which runs no model"),
-    ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "dflash"},
-     "got method 'dflash', which drafts from the target's hidden states of several layers"),
+     r"the speculative method must be 'draft_model' \(PARD included\) or 'dflash', with a 'model', got method "
+     r"'ngram', which runs no model"),
+    ({"drafter": "process", "drafter_device": "cpu:1"}, {"method": "eagle3"},
+     r"got method 'eagle3', which drafts from the target's hidden states \(a head, not a model of its own\)"),
+    ({"drafter": "process", "drafter_device": "cuda:1,2"}, {"method": "dflash"},
+     "with a DFlash draft runs it on one device, got cuda:1,2"),
     ({"drafter": "process", "drafter_device": "cuda:0"}, {}, "shares GPU 0 with the target"),
     ({"drafter": "process", "drafter_device": "cpu:1"}, {"draft_sample_method": "probabilistic"},
      "not the probabilities that draft_sample_method 'probabilistic' needs"),

@@ -82,3 +82,77 @@ def test_jobs_carry_the_steps_depth_and_depth_0_sends_nothing_until_the_next_dra
     req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8, 9]})
     job = proposer.prepare(req_ids, 2, [[9]], lengths, token_ids)
     assert job.message() == {"release": [], "updates": [("a", 3, [8, 9])], "draft": ["a"], "k": 2}
+
+
+class FakeDFlashClient:
+    """A DFlash draft engine's replies: drafts are the next token + 1..3; ``lose``: reported lost."""
+
+    def __init__(self, lose: set[str] = frozenset()):
+        self.sent, self.lose, self.closed = [], set(lose), False
+
+    def send(self, message):
+        self.sent.append(message)
+        return len(self.sent)
+
+    def receive(self, job_id, timeout_s):
+        message = self.sent[job_id - 1]
+        lost = sorted(self.lose & {e[0] for e in message.get("context", {}).get("entries", ())})
+        return {"job": job_id, "resync": lost, "draft_s": 0.001,
+                "drafts": [[] if r in lost else [t + 1, t + 2, t + 3] for r, t in zip(message["draft"], message["next"])]}
+
+    def close(self):
+        self.closed = True
+
+
+def dflash_proposer(client):
+    import torch
+
+    from minedraft.process_drafter.context_channel import ContextWriter
+    from minedraft.process_drafter.sent_context import SentContext
+
+    proposer = fake_proposer(client)
+    proposer.context_layers, proposer.context, proposer.writer = (1, 2), SentContext(), ContextWriter()
+    return proposer, lambda req_id, start, n: ([[req_id, start, n, list(range(start, start + n)), None]],
+                                               [torch.zeros(n, 4)])
+
+
+def test_a_dflash_job_sends_the_step_s_context_and_drafts_after_each_row_s_sampled_token():
+    client = FakeDFlashClient()
+    proposer, context = dflash_proposer(client)
+    try:
+        proposer.add_context(*context("a", 0, 3))
+        proposer.add_context(*context("b", 0, 2))  # a prompt chunk: context, no draft
+        req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8], "b": [1, 2]})
+        job = proposer.prepare(req_ids, 3, [[8], []], lengths, token_ids)
+        drafts = proposer.round_trip(job)
+        message = client.sent[-1]
+        assert message["draft"] == ["a"] and message["next"] == [8] and message["updates"] == []
+        assert [e[:3] for e in message["context"]["entries"]] == [["a", 0, 3], ["b", 0, 2]]
+        assert message["context"]["shape"] == [5, 4]
+        assert drafts.draft_token_ids == [[9, 10, 11], []]
+        # Depth 0 drafts nothing, but the step's rows still go (they exist only now), unawaited.
+        proposer.add_context(*context("a", 3, 1))
+        idle = proposer.prepare(req_ids, 0, [[9], []], lengths, token_ids)
+        proposer.round_trip(idle)
+        assert client.sent[-1]["draft"] == [] and client.sent[-1]["context"]["entries"][0][:3] == ["a", 3, 1]
+    finally:
+        proposer.shutdown()
+
+
+def test_a_request_whose_context_the_drafter_lost_is_not_drafted_until_released():
+    client = FakeDFlashClient(lose={"a"})
+    proposer, context = dflash_proposer(client)
+    try:
+        req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8]})
+        proposer.add_context(*context("a", 0, 3))
+        proposer.round_trip(proposer.prepare(req_ids, 3, [[8]], lengths, token_ids))
+        assert proposer.context.lost == {"a"}
+        proposer.add_context(*context("a", 3, 1))
+        assert proposer.prepare(req_ids, 3, [[9]], lengths, token_ids).drafted == []
+        proposer.release(["a"])  # preempted: it starts again from its first token
+        client.lose.clear()
+        proposer.add_context(*context("a", 0, 4))
+        drafts = proposer.round_trip(proposer.prepare(req_ids, 3, [[9]], lengths, token_ids))
+        assert drafts.draft_token_ids == [[10, 11, 12]]
+    finally:
+        proposer.shutdown()

@@ -1,0 +1,42 @@
+"""Hidden-state rows through shared memory (minedraft/process_drafter/context_channel.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from minedraft.process_drafter.context_channel import ContextWriter
+
+READ = """
+import json, sys
+from minedraft.process_drafter.context_channel import ContextReader
+reader = ContextReader()
+for where in json.loads(sys.argv[1]):
+    rows = reader.read(where)
+    print(json.dumps(None if rows is None else rows.float().tolist()))
+"""
+
+
+def read_in_another_process(wheres: list[dict]) -> list:
+    """What the drafter's process reads for each line (None: overwritten)."""
+    out = subprocess.run([sys.executable, "-c", READ, json.dumps(wheres)], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_rows_arrive_in_their_dtype_and_a_newer_job_s_rows_refuse_an_older_line():
+    writer = ContextWriter(min_bytes=64)
+    try:
+        old = writer.write(torch.ones(2, 3))
+        bf16 = torch.tensor([[1.5, -2.0], [0.25, 3.0]], dtype=torch.bfloat16)
+        where = writer.write(bf16)
+        assert where["dtype"] == "bfloat16" and where["shape"] == [2, 2]
+        assert read_in_another_process([old, where]) == [None, bf16.float().tolist()]
+        big = torch.arange(3000, dtype=torch.float32).reshape(100, 30)  # grows the segment: a new one
+        grown = writer.write(big)
+        assert grown["shm"] != where["shm"] and read_in_another_process([grown]) == [big.tolist()]
+    finally:
+        writer.close()
