@@ -65,6 +65,7 @@ class DFlashDraftEngine:
         core = llm.llm_engine.engine_core.engine_core  # this process's engine core
         self.runner = core.model_executor.driver_worker.worker.model_runner
         self.proposer = self.runner.drafter
+        self.device = self.runner.device  # the rows and the proposer's inputs go there (untried on a GPU)
         self.k = k
         self.max_model_len = self.runner.max_model_len
         self.block_size = self.proposer.block_size
@@ -154,10 +155,11 @@ class DFlashDraftEngine:
         if not items:
             return [r for r, ok in room.items() if not ok]
         positions = [torch.arange(s, s + len(rows)) for _, s, rows in items]
-        model = self.proposer.model
+        slots = torch.cat([self._slots(r, p) for (r, _, _), p in zip(items, positions)])
+        model, device = self.proposer.model, self.device
         model.precompute_and_store_context_kv(
-            model.combine_hidden_states(torch.cat([rows for _, _, rows in items])), torch.cat(positions),
-            torch.cat([self._slots(r, p) for (r, _, _), p in zip(items, positions)]))
+            model.combine_hidden_states(torch.cat([rows for _, _, rows in items]).to(device)),
+            torch.cat(positions).to(device), slots.to(device))
         for req_id, _, _ in items:
             self.blocks.register(self.requests[req_id], self.requests[req_id].length)
         return [r for r, ok in room.items() if not ok]
@@ -174,20 +176,19 @@ class DFlashDraftEngine:
         block_table = torch.zeros(len(drafted), self.max_blocks, dtype=torch.int32)
         for row, context in enumerate(contexts):
             block_table[row, : len(context.blocks)] = torch.tensor(context.blocks, dtype=torch.int32)
+        device, n = self.device, len(drafted)
         metadata = self._metadata(
-            query_start_loc=query_start, query_start_loc_cpu=query_start.clone(), seq_lens=seq_lens,
-            seq_lens_cpu_upper_bound=seq_lens.clone(), num_reqs=len(drafted), num_actual_tokens=len(drafted),
-            max_query_len=1, max_seq_len=int(seq_lens.max()), block_table_tensor=block_table,
-            slot_mapping=torch.zeros(len(drafted), dtype=torch.int64), causal=True)
+            query_start_loc=query_start.to(device), query_start_loc_cpu=query_start, seq_lens=seq_lens.to(device),
+            seq_lens_cpu_upper_bound=seq_lens, num_reqs=n, num_actual_tokens=n, max_query_len=1,
+            max_seq_len=int(seq_lens.max()), block_table_tensor=block_table.to(device),
+            slot_mapping=torch.zeros(n, dtype=torch.int64, device=device), causal=True)
         drafts = self.proposer.propose(
-            num_speculative_tokens=depth, target_token_ids=torch.zeros(len(drafted), dtype=torch.int32),
-            target_positions=(seq_lens - 1).to(torch.int64), target_hidden_states=torch.cat([c.last_row for c in contexts]),
-            next_token_ids=torch.tensor([t for _, t in drafted], dtype=torch.int32), token_indices_to_sample=None,
-            common_attn_metadata=metadata, sampling_metadata=None)
+            num_speculative_tokens=depth, target_token_ids=torch.zeros(n, dtype=torch.int32, device=device),
+            target_positions=(seq_lens - 1).to(device, torch.int64),
+            target_hidden_states=torch.cat([c.last_row for c in contexts]).to(device),
+            next_token_ids=torch.tensor([t for _, t in drafted], dtype=torch.int32, device=device),
+            token_indices_to_sample=None, common_attn_metadata=metadata, sampling_metadata=None)
         return {req_id: row for (req_id, _), row in zip(drafted, drafts.tolist())}
-
-    def close(self) -> None:
-        self.reader.close()
 
 
 def dflash_engine_kwargs(spec: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,10 @@ the next step. :meth:`~RemoteDraftProposer.send` sends it,
 job turns the reply into drafts per row, the rows without them late
 (verified without drafts, which is exact, and counted).
 
+A DFlash draft (``dflash_engine.py``) takes no token histories: the runner
+hands this proposer each step's hidden-state rows (``add_context``), which
+the next job carries through shared memory.
+
 Under tensor parallelism only the target's rank 0 starts and talks to the draft
 engine (``drives_engine``): vLLM's executor takes a step's drafts from that rank
 alone (its output rank), and every rank verifies the drafts the scheduler then
@@ -144,14 +148,16 @@ class RemoteDraftProposer:
         return self.context is not None
 
     def add_context(self, entries: list, rows: list) -> None:
-        """A step's context: per request (id, first position, count) and its hidden-state rows."""
+        """A step's context (worker/step_context.py): per request its entry and hidden-state rows."""
         self.context.add(entries, rows)
 
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
                 token_ids_cpu, **_: Any) -> RemoteDraftJob:
         """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
         ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
-        releases: the draft engine's sessions take the tokens they missed with the next job that drafts."""
+        releases: the draft engine's sessions take the tokens they missed with the next job that drafts.
+        A DFlash draft's job carries no tokens but the one each row drafts after; its context rows
+        (``add_context``) go with whichever job is sent next, at any depth."""
         drafted, updates, next_tokens = [], [], []
         for row, req_id in enumerate(req_ids):
             length = int(num_tokens_no_spec[row])
