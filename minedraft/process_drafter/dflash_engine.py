@@ -129,7 +129,8 @@ class DFlashDraftEngine:
                 lost.append(req_id)
                 continue
             context.tokens[start:] = tokens
-            context.length, context.last_row = start + count, part[-1:]
+            # A copy: a view would keep the job's whole buffer alive for as long as the request.
+            context.length, context.last_row = start + count, part[-1:].clone()
             if req_id in fresh:  # a second step's rows of the same request, in order
                 first, earlier = fresh[req_id]
                 part, start = torch.cat([earlier[: start - first], part]), first
