@@ -66,6 +66,7 @@ class DFlashDraftEngine:
         self.runner = core.model_executor.driver_worker.worker.model_runner
         self.proposer = self.runner.drafter
         self.device = self.runner.device  # the rows and the proposer's inputs go there (untried on a GPU)
+        self.dtype = self.runner.model_config.dtype  # the rows arrive in the target's
         self.k = k
         self.max_model_len = self.runner.max_model_len
         self.block_size = self.proposer.block_size
@@ -159,7 +160,7 @@ class DFlashDraftEngine:
         slots = torch.cat([self._slots(r, p) for (r, _, _), p in zip(items, positions)])
         model, device = self.proposer.model, self.device
         model.precompute_and_store_context_kv(
-            model.combine_hidden_states(torch.cat([rows for _, _, rows in items]).to(device)),
+            model.combine_hidden_states(torch.cat([rows for _, _, rows in items]).to(device, self.dtype)),
             torch.cat(positions).to(device), slots.to(device))
         for req_id, _, _ in items:
             self.blocks.register(self.requests[req_id], self.requests[req_id].length)
@@ -186,7 +187,7 @@ class DFlashDraftEngine:
         drafts = self.proposer.propose(
             num_speculative_tokens=depth, target_token_ids=torch.zeros(n, dtype=torch.int32, device=device),
             target_positions=(seq_lens - 1).to(device, torch.int64),
-            target_hidden_states=torch.cat([c.last_row for c in contexts]).to(device),
+            target_hidden_states=torch.cat([c.last_row for c in contexts]).to(device, self.dtype),
             next_token_ids=torch.tensor([t for _, t in drafted], dtype=torch.int32, device=device),
             token_indices_to_sample=None, common_attn_metadata=metadata, sampling_metadata=None)
         return {req_id: row for (req_id, _), row in zip(drafted, drafts.tolist())}

@@ -4,8 +4,8 @@ A DFlash draft shares the target's token embeddings (for the bonus and mask
 tokens it queries with) and LM head (for its drafts). In the drafter's
 process vLLM builds its DFlash proposer beside a target model, as it does in
 the target's worker; this class stands in for that model. Its engine
-allocates KV cache for the draft's layers only, and its forward, which vLLM
-calls only to warm up and profile, returns the embeddings.
+allocates KV cache for the draft's layers only, and its forward and logits,
+which vLLM computes only to warm up and profile, come from the embeddings.
 
 Registered under :data:`ARCHITECTURE` in the drafter's process only
 (``dflash_engine.py``), by class: vLLM inspects a model given by name in a
@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 import torch
 from torch import nn
+from vllm.model_executor.layers.logits_processor import LogitsProcessor
 from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 from vllm.model_executor.model_loader.weight_utils import default_weight_loader
 from vllm.model_executor.models.interfaces import SupportsEagle3
@@ -43,6 +44,7 @@ class DFlashTargetHead(nn.Module, SupportsEagle3):
         self.lm_head = ParallelLMHead(config.vocab_size, config.hidden_size, prefix="lm_head")
         if getattr(config, "tie_word_embeddings", False):
             self.lm_head = self.lm_head.tie_weights(self.model.embed_tokens)
+        self.logits_processor = LogitsProcessor(config.vocab_size)
         self._aux_layers: tuple[int, ...] = ()
 
     # vLLM's runner sets the auxiliary layers of a DFlash target; the warm-up's forward returns as many.
@@ -60,7 +62,8 @@ class DFlashTargetHead(nn.Module, SupportsEagle3):
         return (hidden, [hidden] * len(self._aux_layers)) if self._aux_layers else hidden
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor | None:
-        return None  # never sampled from: the engine schedules no request
+        # Only vLLM's warm-up samples from it (a GPU worker's dummy sampler run): no request is scheduled.
+        return self.logits_processor(self.lm_head, hidden_states)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         params = dict(self.named_parameters())

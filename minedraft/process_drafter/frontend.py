@@ -64,6 +64,12 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process with a DFlash draft runs it on one device, got {device}: its engine "
             "is driven in the drafter's process (dflash_engine.py); give it one GPU or a set of cores.")
+    if method == "dflash" and (engine_args.tensor_parallel_size or 1) > 1:
+        # Only rank 0 talks to the drafter and would capture the hidden states; the other ranks' models
+        # would differ from its (compiled all-reduce fusions see the extra outputs), which must not be.
+        raise MineDraftConfigError(
+            "MINEDRAFT_DRAFTER=process with a DFlash draft and a tensor-parallel target is not supported: "
+            "use the in-process drafter (the default) with --tensor-parallel-size.")
     if spec.get("draft_sample_method") not in (None, "greedy"):
         # Its drafts would be verified one-hot: exact, but a sampled token is accepted far less often.
         raise MineDraftConfigError(

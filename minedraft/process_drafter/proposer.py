@@ -128,6 +128,7 @@ class RemoteDraftProposer:
         self.context_layers: tuple[int, ...] = ()
         self.context: SentContext | None = None
         self.writer: ContextWriter | None = None
+        self._unread: int | None = None  # a job that carried rows and whose reply nobody awaited
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's hook for loading the draft model: start its engine instead (rank 0 only)."""
@@ -138,7 +139,10 @@ class RemoteDraftProposer:
             return
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
-        if self.client.context_layers:  # a DFlash draft: its context is the target's hidden states
+        if self.engine_kwargs.get("speculative_config", {}).get("method") == "dflash":
+            if not self.client.context_layers:
+                raise RuntimeError("minedraft: the DFlash draft names no target layers (dflash_config."
+                                   "target_layer_ids): its context cannot be sent to the process drafter.")
             self.context_layers = tuple(self.client.context_layers)
             self.context, self.writer = SentContext(), ContextWriter()
 
@@ -179,20 +183,40 @@ class RemoteDraftProposer:
     def send(self, job: RemoteDraftJob) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""
         message = job.message() if self.context is None else self._with_context(job)
-        return None if message is None else self.client.send(message)
+        job_id = None if message is None else self.client.send(message)
+        if message is not None and "context" in message and not job.drafted:
+            self._unread = job_id  # a job with drafts is awaited anyway
+        return job_id
 
     def _with_context(self, job: RemoteDraftJob) -> dict[str, Any] | None:
         """A DFlash drafter's job: the releases and every context row captured since the last job
         (in shared memory), then the drafts. Sent even without drafts where rows are waiting: a
         step's hidden states exist only in its step."""
+        if self.context.entries:
+            self._await_unread()  # the segment is about to be overwritten (its resyncs drop rows here)
         released, entries, rows = self.context.take()
         if not (job.drafted or released or entries):
             return None
         message = {**(job.message() or {"draft": [], "next": [], "k": job.depth, "updates": []}),
                    "release": released}
         if entries:
-            message["context"] = {**self.writer.write(rows), "entries": entries}
+            where = self.writer.write(rows)
+            if where is None:  # no room in shared memory: these requests' context would have a gap
+                self.context.forget(e[0] for e in entries)
+                logger.warning_once("minedraft: no room in shared memory for a DFlash job's context rows; "
+                                    "their requests draft no more (enlarge /dev/shm).")
+            else:
+                message["context"] = {**where, "entries": entries}
         return message
+
+    def _await_unread(self) -> None:
+        """Wait (at most ``timeout_s``) for the last job that carried rows and was not awaited: a drafter
+        one job behind would otherwise find them overwritten, and lose their requests' context."""
+        if self._unread is not None:
+            job_id, self._unread = self._unread, None
+            reply = self.client.receive(job_id, self.timeout_s)
+            if reply is not None:
+                self.context.forget(reply["resync"])
 
     def receive(self, job: RemoteDraftJob, job_id: int | None,
                 sent_at: float | None = None) -> MineDraftDraftTokenIds:
@@ -200,6 +224,8 @@ class RemoteDraftProposer:
         if not job.drafted:  # nothing to wait for (a job that only releases: its reply is dropped as stale)
             return job.result(None)
         reply = self.client.receive(job_id, self.timeout_s)
+        if self._unread is not None and job_id is not None and job_id > self._unread:
+            self._unread = None  # replies come in order: that job's has gone by
         self.stats.observe(reply, sent_at)
         if reply is not None:
             (self.sent if self.context is None else self.context).forget(reply["resync"])

@@ -259,6 +259,14 @@ class MineDraftRunnerMixin:
             self._propose_signature = inspect.signature(super().propose_draft_token_ids)
         return self._propose_signature.bind(scheduler_output, *args, **kwargs).arguments
 
+    def _input_fits_in_drafter(self, common_attn_metadata) -> bool:
+        """vLLM skips a step's drafter call when one request is within k of the model length; the
+        process drafter's DFlash draft still needs the step's context rows (its proposer drafts no
+        row past the length)."""
+        if self._sends_hidden_states():
+            return common_attn_metadata is not None
+        return super()._input_fits_in_drafter(common_attn_metadata)
+
     def _sends_hidden_states(self) -> bool:
         drafter = getattr(self, "drafter", None)
         return isinstance(drafter, RemoteDraftProposer) and drafter.takes_hidden_states

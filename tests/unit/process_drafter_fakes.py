@@ -45,7 +45,7 @@ def fake_proposer(client, drives_engine: bool = True) -> RemoteDraftProposer:
     proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
     proposer.drives_engine = drives_engine
     proposer.sent, proposer.client, proposer.stats = SentHistories(), client, JobStats()
-    proposer.context_layers, proposer.context, proposer.writer = (), None, None
+    proposer.context_layers, proposer.context, proposer.writer, proposer._unread = (), None, None, None
     return proposer
 
 

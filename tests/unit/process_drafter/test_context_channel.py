@@ -40,3 +40,20 @@ def test_rows_arrive_in_their_dtype_and_a_newer_job_s_rows_refuse_an_older_line(
         assert grown["shm"] != where["shm"] and read_in_another_process([grown]) == [big.tolist()]
     finally:
         writer.close()
+
+
+def test_no_room_in_shared_memory_is_none_not_a_crash(monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 30, 1 << 30, 1000))
+    writer = ContextWriter(min_bytes=64)
+    assert writer.write(torch.ones(100, 100)) is None
+
+
+def test_a_line_naming_a_removed_segment_reads_as_overwritten():
+    writer = ContextWriter(min_bytes=64)
+    where = writer.write(torch.ones(2, 3))
+    writer.close()  # unlinked, as when a larger one replaced it
+    assert read_in_another_process([where]) == [None]

@@ -74,6 +74,13 @@ def test_front_end_refuses_what_a_process_drafter_cannot_run(model_dir, minedraf
         _engine_args(model_dir, minedraft, **spec).create_engine_config()
 
 
+def test_front_end_refuses_a_dflash_process_drafter_beside_a_tensor_parallel_target(model_dir):
+    args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"}, method="dflash")
+    args.tensor_parallel_size = 2
+    with pytest.raises(MineDraftConfigError, match="with a DFlash draft and a tensor-parallel target"):
+        args.create_engine_config()
+
+
 def test_front_end_refuses_a_process_drafter_under_data_parallelism(model_dir):
     args = _engine_args(model_dir, {"drafter": "process", "drafter_device": "cpu:1"})
     args.data_parallel_size = 2

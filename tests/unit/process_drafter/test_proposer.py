@@ -156,3 +156,23 @@ def test_a_request_whose_context_the_drafter_lost_is_not_drafted_until_released(
         assert drafts.draft_token_ids == [[10, 11, 12]]
     finally:
         proposer.shutdown()
+
+
+def test_rows_are_not_overwritten_before_the_drafter_read_the_job_that_carried_them():
+    client = FakeDFlashClient(lose={"b"})
+    received = []
+    receive = client.receive
+    client.receive = lambda job_id, timeout_s: received.append(job_id) or receive(job_id, timeout_s)
+    proposer, context = dflash_proposer(client)
+    try:
+        req_ids, lengths, token_ids = batch({"b": [1, 2]})
+        proposer.add_context(*context("b", 0, 2))  # a prompt chunk: sent, not awaited
+        proposer.round_trip(proposer.prepare(req_ids, 3, [[]], lengths, token_ids))
+        assert received == []
+        proposer.add_context(*context("b", 2, 1))
+        proposer.round_trip(proposer.prepare(req_ids, 3, [[]], lengths, token_ids))
+        assert received == [1]  # the first job's reply, before its rows were overwritten
+        assert proposer.context.lost == {"b"}  # and its resync applied: b's new rows are not sent
+        assert len(client.sent) == 1
+    finally:
+        proposer.shutdown()
