@@ -19,10 +19,13 @@ the same workload through ``DepthController`` itself, fed from that run's measur
   probability P; ``--swings`` multiplies step times by a speed drawn from 0.75x-1.3x for 1-3 s at a time
   (this project's VMs move by 30 % within seconds).
 
-What it leaves out: the draft's catch-up after depth 0 and MineDraft's own step cost at depth 0. So it
-measures the rules' choices, not the engine: ``auto`` against each fixed depth and against the best depth
-of each phase in hindsight (the oracle), medians over ``--seeds`` seeds. ``--min-window-s`` replays the
-controller with another shortest window.
+The controller is fed what the scheduler feeds it: each step's requests, depth, scheduled tokens and
+duration, and each request's drafts verified and accepted (drawn from the geometric acceptance).
+
+What it leaves out: the draft's catch-up after depth 0, MineDraft's own step cost at depth 0, and the
+one-step lag between drafting and verification. So it measures the rules' choices, not the engine:
+``auto`` against each fixed depth and against the best depth of each phase in hindsight (the oracle),
+medians over ``--seeds`` seeds.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from minedraft.scheduling.depth_controller import DepthController, acceptance_for_tokens, expected_tokens
-from minedraft.scheduling.mode_policy import decode_bucket
+from minedraft.scheduling.acceptance import geometric_tokens
+from minedraft.scheduling.depth_controller import DepthController
 
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
 STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
@@ -81,9 +84,18 @@ class Workload:
         return accepted_drafts(self.alpha[text], depth)
 
 
+def acceptance_for_tokens(tokens: float, depth: int) -> float:
+    """The ``alpha`` in [0, 1] whose :func:`geometric_tokens` at ``depth`` is ``tokens`` (bisection)."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if geometric_tokens(mid, depth) < tokens else (low, mid)
+    return low
+
+
 def accepted_drafts(alpha: float, depth: int) -> float:
     """Expected accepted drafts of a step at ``depth`` under a geometric per-position acceptance ``alpha``."""
-    return expected_tokens(alpha, depth) - 1
+    return geometric_tokens(alpha, depth) - 1
 
 
 def solve_alpha(accepted_per_draft: float, depth: int) -> float:
@@ -126,24 +138,32 @@ def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 
     controller = DepthController(workload.max_depth, **controller_args)
     elapsed, rows = 0.0, []
     for phase in workload.phases:
-        n, text, started, load = phase.requests, phase.text, elapsed, decode_bucket(phase.requests)
+        n, text, started = phase.requests, phase.text, elapsed
         best = max(range(workload.max_depth + 1),
                    key=lambda d: (1 + workload.accepted(text, d)) / workload.step_seconds[(n, d)])
         produced, depths = 0.0, Counter()
         while produced < OUTPUT_TOKENS:
-            depth = best if policy == "oracle" else policy if isinstance(policy, int) else controller.depth(load)
-            gained = 1 + workload.accepted(text, depth) * (1 + rng.uniform(-0.3, 0.3))
+            depth = (best if policy == "oracle" else policy if isinstance(policy, int)
+                     else controller.depth(n, remaining=OUTPUT_TOKENS - produced))
+            accepted = [_accepted_run(rng, workload.alpha[text], depth) for _ in range(n)]
+            gained = 1 + sum(accepted) / n
             seconds = stretch.send((workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise)),
                                     elapsed))
             if policy == "auto":
-                arrival = float(phase.index)
-                controller.observe(load, depth, round(n * gained), seconds, ceiling_tokens=n * (1 + depth),
-                                   arrivals=(arrival, arrival))
+                controller.observe_verification((depth, taken) for taken in accepted if depth)
+                controller.observe_step(n, depth, n * (1 + depth), seconds)
             produced += gained
             elapsed += seconds
             depths[depth] += 1
         rows.append((phase, OUTPUT_TOKENS * n / (elapsed - started), dict(sorted(depths.items()))))
     return sum(OUTPUT_TOKENS * p.requests for p in workload.phases) / elapsed, rows
+
+
+def _accepted_run(rng: random.Random, alpha: float, depth: int) -> int:
+    taken = 0
+    while taken < depth and rng.random() < alpha:
+        taken += 1
+    return taken
 
 
 def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10, machine: Machine = Machine(),
@@ -187,11 +207,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stalls", type=float, nargs=2, default=(0.0, 0.0), metavar=("P", "SECONDS"),
                         help="a step stalls with probability P for SECONDS")
     parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
-    parser.add_argument("--min-window-s", type=float, help="the controller's shortest window (default: its own)")
     parser.add_argument("--grid", action="store_true",
                         help="the default run and every run in shifting_earlier/, each on five machines")
     args = parser.parse_args(argv)
-    controller_args = {} if args.min_window_s is None else {"min_window_s": args.min_window_s}
+    controller_args = {}
     if args.grid:
         rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **controller_args)
         print("auto / best fixed depth; machines: " + "; ".join(GRID_MACHINES))

@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from gpu_overlap import Stack, as_graph, start_gpu_run, timed  # noqa: E402
 from minedraft.cost_model.profile import ModelShape, draft_cost_ratio  # noqa: E402
-from minedraft.scheduling.depth_controller import expected_tokens  # noqa: E402
+from minedraft.scheduling.acceptance import geometric_tokens as expected_tokens  # noqa: E402
 from minedraft.scheduling.depth_prior import max_gain  # noqa: E402
 from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
 

@@ -36,6 +36,7 @@ tokens) is vLLM's own code, unchanged.
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import NamedTuple
 
@@ -58,9 +59,9 @@ from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
-from minedraft.scheduling.depth_prior import ruled_out_depths, speculative_cost_ratio
+from minedraft.scheduling.depth_prior import speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced
-from minedraft.scheduling.mode_policy import Load, ModePolicy, decode_bucket
+from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
 from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 
@@ -68,22 +69,22 @@ logger = get_logger(__name__)
 
 
 class _StepRecord(NamedTuple):
-    """A step as the mode policy sees it."""
+    """A step as the mode policy and the depth controller see it."""
 
     parallel_allowed: bool
     load: Load  # decodes == 0: the step verified and drafted nothing
     started: float
-    drafts: int = 0  # draft tokens the step verified
+    decodes: int = 0  # decode requests scheduled (the depth controller's cost model)
+    scheduled_tokens: int = 0  # every token the target computed: prompt, decode and verified drafts
+    catch_up: int = 0  # tokens the drafter catches up on in this step (skipped at depth 0 before)
+    timed: bool = True  # False: its drafting was skipped, its duration says nothing of its depth
     tokens: int | None = None  # set by update_from_output
-    ceiling_tokens: int | None = None  # the tokens had every draft been accepted (update_from_output)
-    arrivals: tuple[float, float] | None = None  # the oldest and newest decode request's arrival time
 
 
 class MineDraftScheduler(Scheduler):
     # The step scheduled last; the next schedule() times it once
     # update_from_output has counted its output tokens.
     _last_step: _StepRecord | None = None
-    _arrivals: tuple[float, float] | None = None  # of the decode requests the last depth was chosen for
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -106,6 +107,9 @@ class MineDraftScheduler(Scheduler):
                                       on_change=logger.info)
         # The depth of the step being scheduled: K, or the depth controller's choice.
         self._depth = self.num_spec_tokens
+        # Per request, the tokens computed while its drafter skipped them (depth 0), which it catches up
+        # on when next drafted (worker/draft_catch_up.py): the catch-up's cost in the depth controller.
+        self._skipped_tokens: dict[str, int] = {}
         # Where vLLM's drafter drafts only K (_fixed_depth_drafter), the controller's depth is the
         # number of each request's drafts the target verifies; elsewhere the depth vLLM drafts at.
         self._verified_depth_only = False
@@ -123,8 +127,8 @@ class MineDraftScheduler(Scheduler):
                                    and not runs_no_model)
         # With a drafter that catches up on a skipped call, every plain SD step holds its drafting until
         # after its outputs, and skips it where a new request is waiting (skips_held_drafts).
-        self._arrivals_skip_drafting = self._first_token_early and catches_up(
-            spec, self.settings, self.vllm_config.model_config.uses_mrope)
+        self._drafter_catches_up = catches_up(spec, self.settings, self.vllm_config.model_config.uses_mrope)
+        self._arrivals_skip_drafting = self._first_token_early and self._drafter_catches_up
         self._held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
 
     def _make_depth_controller(self) -> DepthController | None:
@@ -147,22 +151,20 @@ class MineDraftScheduler(Scheduler):
                             fixed, self.num_spec_tokens)
                 return None
             # vLLM's drafter makes K drafts every step; the controller chooses how many of them the target
-            # verifies. The draft costs the same at every depth, so the draft-cost prior rules none out.
+            # verifies. The draft costs the same at every depth: its cost prior is 0.
             self._verified_depth_only = True
             logger.info("MineDraft: %s drafts num_speculative_tokens=%d tokens each step; the depth "
                         "controller chooses how many of them the target verifies.", fixed, self.num_spec_tokens)
-            return DepthController(self.num_spec_tokens, on_change=logger.info)
+            return DepthController(self.num_spec_tokens, draft_ratio=0.0, on_change=logger.info)
         self.dynamic_sd_lookup = ChosenDepth(lambda: self._depth)
         # Pinned parallel mode overlaps draft forwards with verification: the bound adds them.
         cost_ratio = (speculative_cost_ratio(self.vllm_config, self.lane_placement)
                       if self.settings.mode == "auto" else None)
-        controller = DepthController(self.num_spec_tokens, on_change=logger.info, ruled_out=ruled_out_depths(
-            self.num_spec_tokens, cost_ratio, DepthController.margin))
-        if controller.ruled_out:
-            logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights, so k' = %s "
-                        "cannot beat speculation off at any acceptance: probed only at the longest wait "
-                        "between rounds (scheduling/depth_prior.py).", cost_ratio,
-                        ", ".join(map(str, sorted(controller.ruled_out))))
+        controller = DepthController(self.num_spec_tokens, draft_ratio=cost_ratio, on_change=logger.info)
+        if cost_ratio is not None:
+            logger.info("MineDraft auto: a draft forward multiplies %.2fx the target's weights: the step-cost "
+                        "model starts from that, and starts at depth %d (scheduling/depth_controller.py).",
+                        cost_ratio, controller.starting_depth())
         return controller
 
     @property
@@ -194,15 +196,13 @@ class MineDraftScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
+        if self.depth_controller is not None:
+            self.depth_controller.observe_verification(_verified(scheduler_output, model_runner_output))
         step, self._last_step = self._last_step, None
         # With nothing left to run the engine idles until the next request:
         # that gap is not step time, so such a step is not timed.
         if step is not None and self.has_unfinished_requests():
-            sampled = model_runner_output.sampled_token_ids
-            tokens = sum(len(ids) for ids in sampled)
-            # Each row that sampled gives one token of its own, plus its drafts had all been accepted.
-            ceiling = sum(1 for ids in sampled if len(ids)) + step.drafts
-            self._last_step = step._replace(tokens=tokens, ceiling_tokens=ceiling)
+            self._last_step = step._replace(tokens=sum(len(ids) for ids in model_runner_output.sampled_token_ids))
         return outputs
 
     def _time_finished_step(self, now: float) -> None:
@@ -213,9 +213,9 @@ class MineDraftScheduler(Scheduler):
         step, self._last_step = self._last_step, None
         if step is not None and step.tokens is not None:
             self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
-            if self.depth_controller is not None and step.load.decodes > 0:
-                self.depth_controller.observe(step.load.decodes, step.load.k, step.tokens, now - step.started,
-                                              step.ceiling_tokens, step.arrivals)
+            if self.depth_controller is not None and step.timed:
+                self.depth_controller.observe_step(step.decodes, step.load.k, step.scheduled_tokens,
+                                                   now - step.started, step.catch_up)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
@@ -224,12 +224,26 @@ class MineDraftScheduler(Scheduler):
         """The load of the step being scheduled, its depth chosen (only steps with decode
         requests choose: a prefill-only step drafts at the depth of the last choice)."""
         decodes = self._decode_requests()
-        bucket = decode_bucket(len(decodes))
-        if self.depth_controller is not None and bucket > 0:
-            self._depth = self.depth_controller.depth(bucket)
-            arrived = [r.arrival_time for r in decodes]
-            self._arrivals = (min(arrived), max(arrived))
+        if self.depth_controller is not None and decodes:
+            remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in decodes)
+            catch_up = sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
+            self._depth = self.depth_controller.depth(len(decodes), self._last_mix[0], catch_up, remaining)
         return Load.of(len(decodes), self._depth, *self._last_mix)
+
+    def _count_skipped(self, scheduled: dict[str, int], depth: int) -> int:
+        """Where the drafter skips depth-0 calls and catches up (config/catch_up.py), note each scheduled request's tokens at depth 0; at a depth > 0 its skipped tokens are caught up
+        in this step: their number is returned."""
+        if not self._drafter_catches_up or self.depth_controller is None:
+            return 0
+        caught_up = 0
+        for rid, tokens in scheduled.items():
+            if depth == 0:
+                self._skipped_tokens[rid] = self._skipped_tokens.get(rid, 0) + tokens
+            else:
+                caught_up += self._skipped_tokens.pop(rid, 0)
+        for rid in [rid for rid in self._skipped_tokens if rid not in self.requests]:
+            del self._skipped_tokens[rid]  # finished: never caught up
+        return caught_up
 
     def _cut_drafts_to(self, depth: int) -> None:
         """Each running request's drafts cut to the first ``depth``: what vLLM's scheduler itself
@@ -287,7 +301,9 @@ class MineDraftScheduler(Scheduler):
         # step verifies nothing by design, and is what the depth controller measures there.
         has_decodes = bool(draft_only or spec) or (load.k == 0 and decode_tokens > 0)
         self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started,
-                                      drafts=sum(map(len, spec.values())), arrivals=self._arrivals)
+                                      decodes=sum(1 for rid in scheduled if not self.requests[rid].is_prefill_chunk),
+                                      scheduled_tokens=output.total_num_scheduled_tokens,
+                                      catch_up=self._count_skipped(scheduled, output.num_spec_tokens_to_schedule))
         self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
@@ -334,7 +350,7 @@ class MineDraftScheduler(Scheduler):
             return False
         self._held_drafting = False
         if self._last_step is not None:
-            self._last_step = self._last_step._replace(load=Load(0, self._last_step.load.k))
+            self._last_step = self._last_step._replace(load=Load(0, self._last_step.load.k), timed=False)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.arrival_skips += 1
         return True
@@ -366,6 +382,17 @@ class MineDraftScheduler(Scheduler):
         attach(stats, self.minedraft_stats.to_payload())
         self.minedraft_stats = MineDraftStats()
         return stats
+
+
+def _verified(scheduler_output: SchedulerOutput, runner_output) -> list[tuple[int, int]]:
+    """Each request that had drafts verified in the step: (drafts verified, drafts accepted)."""
+    index, sampled = runner_output.req_id_to_index, runner_output.sampled_token_ids
+    verified = []
+    for rid, drafts in scheduler_output.scheduled_spec_decode_tokens.items():
+        row = index.get(rid)
+        if drafts and row is not None and row < len(sampled) and len(sampled[row]):
+            verified.append((len(drafts), min(len(sampled[row]) - 1, len(drafts))))
+    return verified
 
 
 def _fixed_depth_drafter(spec) -> str | None:

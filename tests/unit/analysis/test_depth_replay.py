@@ -37,10 +37,10 @@ def test_the_oracle_beats_every_fixed_depth(workload):
 
 
 def test_auto_beats_every_fixed_depth_on_the_shifting_workload(workload):
-    """The controller's rules on the recorded workload: ``auto`` above every fixed depth (1.03x-1.04x of the
-    best when written; 0.995x-1.000x before the rules that probe depth 0 alone and share a move off depth 0)."""
+    """The controller on the recorded workload: ``auto`` above every fixed depth (1.10x of the best with the
+    cost model; 1.03x-1.04x with the windowed controller before it)."""
     summary = summarize(workload, seeds=3)
-    assert summary["auto_vs_best_static"] > 1.015
+    assert summary["auto_vs_best_static"] > 1.05
     assert summary["oracle_vs_best_static"] > summary["auto_vs_best_static"]
 
 
@@ -48,8 +48,7 @@ def test_auto_turns_speculation_off_on_text_its_drafter_misses(workload):
     phases = replay(workload, "auto", seed=0)[1]
     sampled = [depths for phase, _, depths in phases if phase.text == "sampled"]
     steps = [sum(depths.values()) for depths in sampled]
-    # 86 % of the sampled ramp's steps when written (77 % before depth 0 was probed alone)
-    assert sum(depths.get(0, 0) for depths in sampled) > 0.82 * sum(steps)
+    assert sum(depths.get(0, 0) for depths in sampled) > 0.9 * sum(steps)  # 86 % with the windowed controller
 
 
 def test_the_machine_stretches_steps_the_same_way_for_every_replay_of_a_seed(workload):
@@ -60,31 +59,21 @@ def test_the_machine_stretches_steps_the_same_way_for_every_replay_of_a_seed(wor
     assert swinging[0] == swinging[1] != calm
 
 
-def test_windows_fit_short_steps():
-    """The 2026-11-28 run (steps of 2-7 ms, a phase 0.3-0.6 s): with windows of at least 0.2 s a round spans
-    most of a phase and ``auto`` replays at 0.93x of the best fixed depth, 0.97x with the default 0.1 s
-    windows (when the default was chosen, before predicted probes and decisive moves: 0.91x and 0.95x)."""
-    recorded = SHIFTING_JSON.parent / "shifting_earlier" / "before_shorter_windows.json"
-    latest = load_workload(json.loads(recorded.read_text())["samples"])
-    assert summarize(latest, seeds=3)["auto_vs_best_static"] > 0.955
-    assert summarize(latest, seeds=3, min_window_s=0.2)["auto_vs_best_static"] < 0.950
+@pytest.mark.parametrize("run", ["before_shorter_windows.json", "before_decisive_moves.json"])
+def test_short_steps_and_stalls_do_not_cost_the_cost_model(run):
+    """The 2026-11-28 runs (steps of 2-7 ms, a phase 0.3-0.6 s), where the windowed controller replayed at
+    0.93x-0.97x of the best fixed depth: a window spanned most of a phase. The cost model needs none; a
+    machine that stalls a step for 100 ms now and then does not move it (a stall counts at most twice the
+    step's prediction: scheduling/step_costs.py)."""
+    recorded = load_workload(json.loads((SHIFTING_JSON.parent / "shifting_earlier" / run).read_text())["samples"])
+    assert summarize(recorded, seeds=3)["auto_vs_best_static"] > 0.97
+    assert summarize(recorded, seeds=3, machine=Machine(0.005, 0.1))["auto_vs_best_static"] > 0.97
 
 
 def test_the_command_line_prints_the_ratios(capsys):
     main(["--seeds", "1", "--phases"])
     out = capsys.readouterr().out
     assert "auto / best static" in out and "phase 26" in out
-
-
-def test_decisive_moves_and_predicted_probes_shorten_phases_where_drafts_stop_paying():
-    """The 2026-11-28 04:31 run: each sampled phase begins at the greedy phase's depth and spent most of
-    its 128 tokens on windows, a probe and the verdict measured again. Replayed, ``auto`` / best fixed
-    depth is 0.97x with both rules, 0.94x without the decisive move, 0.93x without either."""
-    recorded = SHIFTING_JSON.parent / "shifting_earlier" / "before_decisive_moves.json"
-    latest = load_workload(json.loads(recorded.read_text())["samples"])
-    assert summarize(latest, seeds=3)["auto_vs_best_static"] > 0.955
-    assert summarize(latest, seeds=3, decisive_gain=100.0)["auto_vs_best_static"] < 0.950
-    assert summarize(latest, seeds=3, decisive_gain=100.0, prediction_tolerance=10.0)["auto_vs_best_static"] < 0.945
 
 
 def test_the_grid_replays_each_recorded_run_once_on_every_machine(capsys):

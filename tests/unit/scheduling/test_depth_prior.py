@@ -86,11 +86,11 @@ def test_the_scheduler_starts_a_same_sized_draft_at_depth_zero(draft_model_confi
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
     target, same, small = draft_model_config
     sched = make_scheduler(target, MineDraftScheduler, vllm_config=same)
-    assert sched.depth_controller.ruled_out == {1, 2, 3} and sched.depth_controller.depth(4) == 0
+    assert sched.depth_controller.draft_ratio == 1.0 and sched.depth_controller.depth(4) == 0
     sched = make_scheduler(target, MineDraftScheduler, vllm_config=small)
-    assert sched.depth_controller.ruled_out == set() and sched.depth_controller.depth(4) == 3
+    assert sched.depth_controller.draft_ratio < 0.5 and sched.depth_controller.depth(4) == 3
     monkeypatch.setenv("MINEDRAFT_MODE", "parallel")  # its steps overlap draft forwards with verification
-    assert make_scheduler(target, MineDraftScheduler, vllm_config=same).depth_controller.ruled_out == set()
+    assert make_scheduler(target, MineDraftScheduler, vllm_config=same).depth_controller.depth(4) == 3
 
 
 def test_no_gpu_measurement_beats_the_bound():

@@ -235,7 +235,7 @@ def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller
     monkeypatch.setattr("minedraft.scheduling.scheduler._fixed_depth_drafter", lambda spec: "parallel drafting")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
     assert sched.depth_controller is not None and sched.dynamic_sd_lookup is None
-    assert not sched.depth_controller.ruled_out  # the draft costs the same at every depth
+    assert sched.depth_controller.draft_ratio == 0.0  # the draft costs the same at every depth
     observed = pin_depth(sched, monkeypatch, depth)
     verified = []
     for _ in range(4):
@@ -245,15 +245,15 @@ def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller
         worker.step(sched, out)
     sched.schedule()  # times the last step
     assert verified and set(verified) == {depth}
-    assert {depth for _, depth, *_ in observed} == {depth}
+    assert {depth for _, depth, *_ in observed[1:]} == {depth}  # [0]: the prefill step, at K
     assert sched.minedraft_totals.steps_by_depth.get(str(depth), 0) >= 4
 
 
 def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
     """The depth controller answers ``depth``; the steps it is told of are recorded in the list returned."""
     observed = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: depth)
-    monkeypatch.setattr(sched.depth_controller, "observe", lambda *step: observed.append(step))
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
+    monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
     return observed
 
 
@@ -271,7 +271,7 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
         assert out.num_spec_tokens_to_schedule == 1
         worker.step(sched, out)
     sched.schedule()  # times the last step
-    assert [(load, depth) for load, depth, *_ in observed] == [(4, 1)] * 3
+    assert [depth for _, depth, *_ in observed] == [3, 1, 1, 1]  # the prefill step, at K, then the choice
     assert sched.minedraft_totals.steps_by_depth == {"3": 1, "1": 4}  # the prefill step drafted at K
 
 
@@ -297,7 +297,7 @@ def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, 
         assert not out.defer_drafts and out.num_spec_tokens_to_schedule == 0
         worker.step(sched, out)
     sched.schedule()
-    assert [(load, depth) for load, depth, *_ in observed] == [(4, 0)] * 3
+    assert [(decodes, depth) for decodes, depth, *_ in observed] == [(6, 3)] + [(6, 0)] * 3  # [0]: the prefill
 
 
 def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
@@ -314,7 +314,7 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
     depth = 1
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda load: depth)
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
     out = sched.schedule()
     assert out.defer_drafts and sched.expects_draft_tokens()
     worker.step(sched, out)
@@ -327,31 +327,40 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
     assert not sched.expects_draft_tokens()
 
 
-def test_the_controller_sees_each_step_s_tokens_and_its_ceiling(model_dir, monkeypatch):
-    """The ceiling: what the step would have given out had every draft been accepted."""
+def test_the_controller_sees_each_request_s_drafts_verified_and_accepted(model_dir, monkeypatch):
+    """Acceptance per draft position (scheduling/acceptance.py) is measured from each verified request."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
-    # One draft of three accepted: each verified request gives 2 tokens of a ceiling of 4.
+    # One draft of three accepted.
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40, accept=lambda rid, n: min(n, 1))
-    observed = pin_depth(sched, monkeypatch, 3)
+    pin_depth(sched, monkeypatch, 3)
+    verified = []
+    monkeypatch.setattr(sched.depth_controller, "observe_verification", lambda step: verified.append(list(step)))
     for _ in range(4):
         worker.step(sched, sched.schedule())
-    sched.schedule()
-    with_drafts = [(tokens, ceiling) for _, _, tokens, _, ceiling, _ in observed if ceiling != tokens]
-    assert with_drafts and all(ceiling == 2 * tokens for tokens, ceiling in with_drafts)
+    assert {request for step in verified for request in step} == {(3, 1)}
+    assert sum(map(len, verified)) >= 8
 
 
-def test_the_controller_sees_when_the_running_requests_arrived(model_dir, monkeypatch):
-    """Acceptance belongs to the requests: the controller is told the oldest and newest running
-    request's arrival, to know when all those it judged on have left (depth_controller.py)."""
+def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
+    """A draft model skips its forward at depth 0 and catches up when next drafted
+    (worker/draft_catch_up.py): the step that drafts again is told how many tokens that is."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
-    sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
-    for i, request in enumerate(sched.running):
-        request.arrival_time = 100.0 + i
-    observed = pin_depth(sched, monkeypatch, 0)
-    for _ in range(2):
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
+    for i in range(4):
+        sched.add_request(make_request(f"r{i}", 10, 40))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())  # the prefill, at K
+    depth = 0
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
+    observed = []
+    monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
+    for depth in (0, 0, 3, 3):
         worker.step(sched, sched.schedule())
-    sched.schedule()
-    assert [step[-1] for step in observed] == [(100.0, 103.0)] * 2
+    sched.schedule()  # times the last step
+    skipped = observed[-4][2] + observed[-3][2]  # every token of the two depth-0 steps
+    assert [(decodes, depth, catch_up) for decodes, depth, _, _, catch_up in observed[-4:]] == [
+        (4, 0, 0), (4, 0, 0), (4, 3, skipped), (4, 3, 0)]
 
 
 @pytest.mark.parametrize(("mode", "first_token", "expected"), [

@@ -1,0 +1,267 @@
+"""A real pretrained pair on this CPU: steady loads and a load that moves, against every static choice.
+
+The kit's tiny models have millisecond steps and no crossover (the target alone wins every load). A real
+pair has one: Qwen2.5-Coder-1.5B-Instruct (target) and Qwen2.5-Coder-0.5B-Instruct (draft), bf16, built by
+``../shared/tools/real-pair.sh`` (not in ``make test``). On two cores stock SD beats the target alone on
+one request of code and loses at 32.
+
+Engines, alive side by side in two groups of three (an engine takes 5-7 GB; all six would not fit 24 GB):
+
+* group A: ``no_sd`` (the target alone), ``stock_sd_k3`` (vLLM's speculative decoding at k = 3) and
+  ``minedraft_auto`` (MineDraft's default at k = 3: its depth controller picks k' in 0..3 each step);
+* group B: ``stock_sd_k1``, ``stock_sd_k2`` and ``no_sd`` again: the twin that scales group B's rates to
+  group A's (a ratio across groups is taken against each group's own target alone).
+
+The workload, run back to back by each engine, every request ``--output-tokens`` long:
+
+* steady: N = 1, 2, 4, 8, 16, 32 requests of code, greedy;
+* moving: phases whose concurrency and text both change (``MOVING``): code prompts decoded greedily
+  (the draft predicts them) and prose prompts sampled at temperature 1 (it predicts them less).
+
+A round runs the workload once in every engine of a group, the order rotating from round to round.
+Reported, medians over rounds: each engine's tok/s per steady load; ``minedraft_auto`` against the best
+static choice at each load (the target alone or stock SD at the best k' <= 3); on the moving load against
+the best single static setting and against the per-phase ceiling (each phase at its best static engine,
+switched by hand, in the same round).
+
+    python benchmarks/real_pair.py                      # ~35 min on 2 idle cores
+    python benchmarks/real_pair.py --replot             # plot and table from the JSON
+
+Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+import sweep  # noqa: E402  (the sweep's workers and engine settings)
+
+PAIR_DIR = Path.home() / ".cache" / "minedraft" / "real-pair"
+GROUPS = {"A": {"no_sd": ("no_sd", None), "stock_sd_k3": ("stock_sd", 3), "minedraft_auto": ("minedraft_auto", 3)},
+          "B": {"stock_sd_k1": ("stock_sd", 1), "stock_sd_k2": ("stock_sd", 2), "no_sd_twin": ("no_sd", None)}}
+STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k2", "stock_sd_k3")
+STEADY = (1, 2, 4, 8, 16, 32)
+MOVING = ((1, "code"), (32, "code"), (4, "prose"), (1, "prose"), (16, "code"), (2, "code"), (32, "prose"), (8, "code"))
+TEMPERATURE = {"code": 0.0, "prose": 1.0}
+OUT = HERE / "results" / "cpu" / "real_pair"
+
+_FUNCTIONS = ("parse an ISO 8601 date string into a datetime", "merge two sorted lists into one sorted list",
+              "compute the Levenshtein distance of two strings", "return the n-th Fibonacci number iteratively",
+              "flatten a nested list of integers", "check whether a string is a palindrome, ignoring case",
+              "count the words in a text file", "find the longest common prefix of a list of strings",
+              "convert a Roman numeral to an integer", "group a list of dicts by the value of a key",
+              "return the prime factors of an integer", "rotate a square matrix by 90 degrees",
+              "validate an IPv4 address", "compute the median of a list of numbers",
+              "remove duplicate items from a list, keeping their order", "transpose a CSV file's rows and columns")
+_TOPICS = ("a lighthouse keeper who finds a message in a bottle", "the first morning of spring in a mountain village",
+           "a market in an old harbour town at dawn", "a child who learns to play the violin from her grandfather",
+           "two friends who cross a desert on foot", "a library that is open only at night",
+           "the last day of summer at the seaside", "a baker who opens a shop in a new city")
+
+
+def prompt_texts(kind: str, n: int) -> list[str]:
+    """``n`` prompts of ``kind`` (code or prose), varied so that no two running requests share text."""
+    texts = []
+    for i in range(n):
+        if kind == "code":
+            task = _FUNCTIONS[i % len(_FUNCTIONS)]
+            texts.append(f"# Python 3. Variant {i}.\n# Write a function to {task}, with type hints and a docstring.\n"
+                         f"def ")
+        else:
+            topic = _TOPICS[i % len(_TOPICS)]
+            texts.append(f"Story {i}. Write a short story about {topic}. Begin with the weather.\n\n")
+    return texts
+
+
+def tokenized(target: Path, kind: str, n: int) -> list[list[int]]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target))
+    return [tokenizer(text)["input_ids"] for text in prompt_texts(kind, n)]
+
+
+def workload(target: Path, output_tokens: int) -> list[dict]:
+    """Every phase as :func:`sweep.measure` takes it, steady loads first, each with its ``part`` and label."""
+    prompts = {kind: tokenized(target, kind, max(STEADY)) for kind in TEMPERATURE}
+    plan = [{"part": "steady", "requests": n, "text": "code"} for n in STEADY]
+    plan += [{"part": "moving", "requests": n, "text": text} for n, text in MOVING]
+    for phase in plan:
+        phase["command"] = {"prompts": prompts[phase["text"]][:phase["requests"]], "output_tokens": output_tokens,
+                            "temperature": TEMPERATURE[phase["text"]]}
+    return plan
+
+
+def setup_for(pair: Path, args) -> sweep.Setup:
+    pairs = {"real": (str(pair / "target"), str(pair / "draft"))}
+    engine = {**sweep.common_engine_kwargs(args), "dtype": "bfloat16", "enforce_eager": True, "max_num_seqs": 32}
+    env = {**sweep.QUIET_ENV, **sweep.engine_core_env(args), "VLLM_TARGET_DEVICE": "cpu",
+           "VLLM_CPU_KVCACHE_SPACE": "1"}
+    return sweep.Setup(device="cpu", device_label=sweep.cpu_label(), pairs=pairs, target_names={"real": "target"},
+                       engine=engine, env=env, interleave=True,
+                       meta={"models": "Qwen2.5-Coder-1.5B-Instruct (target), Qwen2.5-Coder-0.5B-Instruct (draft), "
+                                       "bf16 (../shared/tools/real-pair.sh)"})
+
+
+def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path) -> list[dict]:
+    warmup = plan[0]["command"]["prompts"][:1] * 2
+    specs = {name: sweep.worker_spec(setup, "real", mode, k, warmup) for name, (mode, k) in engines.items()}
+    pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
+    names, samples = list(specs), []
+    try:
+        pool.start_together(((name,), spec, env) for name, (spec, env) in specs.items())
+        for r in range(rounds):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                results = pool.get((name,), *specs[name]).run_phases([p["command"] for p in plan])
+                for i, (phase, result) in enumerate(zip(plan, results)):
+                    samples.append({"engine": name, "round": r, "phase": i, "part": phase["part"],
+                                    "text": phase["text"], "requests": phase["requests"], **result})
+                sweep.say(f"  round {r} {name}: " + " ".join(f"{res['tok_s']:.0f}" for res in results))
+    finally:
+        pool.stop_all()
+    return samples
+
+
+def summarize(samples: list[dict]) -> dict:
+    """Per round, group B's rates scaled by its twin of the target alone; then medians over rounds."""
+    by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
+    static = [e for e in STATIC if any(s["engine"] == e for s in samples)]  # a run of one group: its engines
+    rounds = sorted({s["round"] for s in samples})
+    phases = sorted({(s["phase"], s["part"], s["text"], s["requests"]) for s in samples})
+    per_round = []
+    for r in rounds:
+        def seconds(engine: str, phase: int) -> float:
+            if engine in GROUPS["B"]:  # on group A's scale: times the ratio of the two targets alone
+                return by[(engine, r, phase)]["elapsed_s"] * (by[("no_sd", r, phase)]["elapsed_s"]
+                                                              / by[("no_sd_twin", r, phase)]["elapsed_s"])
+            return by[(engine, r, phase)]["elapsed_s"]
+
+        tokens = {p: by[("no_sd", r, p)]["generated_tokens"] for p, *_ in phases}
+        row = {"steady": {}, "moving": {}}
+        for p, part, text, n in phases:
+            rates = {e: tokens[p] / seconds(e, p) for e in (*static, "minedraft_auto")}
+            best = max(static, key=rates.__getitem__)
+            if part == "steady":
+                row["steady"][n] = {"tok_s": rates, "best_static": best,
+                                    "auto_vs_best_static": rates["minedraft_auto"] / rates[best]}
+        moving = [(p, n) for p, part, _, n in phases if part == "moving"]
+        total = sum(tokens[p] for p, _ in moving)
+        whole = {e: total / sum(seconds(e, p) for p, _ in moving) for e in (*static, "minedraft_auto")}
+        ceiling = total / sum(min(seconds(e, p) for e in static) for p, _ in moving)
+        best = max(static, key=whole.__getitem__)
+        row["moving"] = {"tok_s": whole, "per_phase_ceiling_tok_s": ceiling, "best_static": best,
+                         "auto_vs_best_static": whole["minedraft_auto"] / whole[best],
+                         "auto_vs_ceiling": whole["minedraft_auto"] / ceiling,
+                         "phase_best": {str(p): min(static, key=lambda e: seconds(e, p)) for p, _ in moving}}
+        per_round.append(row)
+    med = statistics.median
+    steady = {}
+    for n in STEADY:
+        rows = [row["steady"][n] for row in per_round if n in row["steady"]]
+        if rows:
+            steady[str(n)] = {"tok_s": {e: med(x["tok_s"][e] for x in rows) for e in rows[0]["tok_s"]},
+                              "auto_vs_best_static": med(x["auto_vs_best_static"] for x in rows),
+                              "best_static": [x["best_static"] for x in rows]}
+    moving = [row["moving"] for row in per_round]
+    return {"steady": steady, "moving": {
+        "tok_s": {e: med(x["tok_s"][e] for x in moving) for e in moving[0]["tok_s"]},
+        "per_phase_ceiling_tok_s": med(x["per_phase_ceiling_tok_s"] for x in moving),
+        "auto_vs_best_static": med(x["auto_vs_best_static"] for x in moving),
+        "auto_vs_ceiling": med(x["auto_vs_ceiling"] for x in moving),
+        "best_static": [x["best_static"] for x in moving], "phase_best": [x["phase_best"] for x in moving],
+        "rounds": per_round and [{"auto_vs_best_static": x["auto_vs_best_static"], "auto_vs_ceiling": x["auto_vs_ceiling"]}
+                                 for x in moving]}}
+
+
+def markdown(summary: dict, meta: dict) -> str:
+    lines = [f"Real pair ({meta['models']}), {meta['device_label']}, {meta['date']}, {meta['output_tokens']} output "
+             f"tokens, medians of {meta['rounds']} rounds.", "",
+             "| load | target alone | stock SD k'=1 | k'=2 | k'=3 | MineDraft default | default / best static |",
+             "|---|---|---|---|---|---|---|"]
+    for n, row in summary["steady"].items():
+        t = {e: float("nan") for e in STATIC} | row["tok_s"]
+        lines.append(f"| N = {n}, code | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | {t['stock_sd_k2']:.1f} | "
+                     f"{t['stock_sd_k3']:.1f} | {t['minedraft_auto']:.1f} | {row['auto_vs_best_static']:.2f}x |")
+    m = summary["moving"]
+    t = {e: float("nan") for e in STATIC} | m["tok_s"]
+    lines.append(f"| moving (per-phase ceiling {m['per_phase_ceiling_tok_s']:.1f}; default / ceiling "
+                 f"{m['auto_vs_ceiling']:.2f}x) | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | {t['stock_sd_k2']:.1f} | "
+                 f"{t['stock_sd_k3']:.1f} | {t['minedraft_auto']:.1f} | {m['auto_vs_best_static']:.2f}x |")
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
+    loads = list(summary["steady"])
+    for engine, style in (("no_sd", "k-o"), ("stock_sd_k1", "C0:^"), ("stock_sd_k2", "C0--s"),
+                          ("stock_sd_k3", "C0-v"), ("minedraft_auto", "C3-o")):
+        left.plot([int(n) for n in loads], [summary["steady"][n]["tok_s"][engine] for n in loads], style, label=engine)
+    left.set(xscale="log", xlabel="concurrent requests (code, greedy)", ylabel="output tok/s",
+             title="steady loads")
+    left.set_xticks([int(n) for n in loads], loads)
+    left.legend(fontsize=8)
+    m = summary["moving"]
+    names = [*STATIC, "minedraft_auto"]
+    right.bar(range(len(names) + 1), [m["tok_s"][e] for e in names] + [m["per_phase_ceiling_tok_s"]],
+              color=["k", "C0", "C0", "C0", "C3", "0.6"])
+    right.set_xticks(range(len(names) + 1), ["alone", "k'=1", "k'=2", "k'=3", "default", "ceiling"], rotation=45)
+    right.set(title="a load that moves", ylabel="output tok/s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pair", type=Path, default=PAIR_DIR, help="real-pair.sh's output folder")
+    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--groups", default="AB", help="which engine groups to run (A, B or AB)")
+    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
+    return sweep.inherit_workload(parser.parse_args(argv))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    path = OUT / "real_pair.json"
+    if args.replot:
+        result = json.loads(path.read_text())
+    else:
+        if not (args.pair / "done").exists():
+            sys.exit(f"real_pair: no real pair in {args.pair}; build it with ../shared/tools/real-pair.sh")
+        setup = setup_for(args.pair, args)
+        plan = workload(args.pair / "target", args.output_tokens)
+        log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
+        print(f"worker logs: {log_dir}", flush=True)
+        started, samples = time.perf_counter(), []
+        for group in args.groups:
+            samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
+        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
+                "models": setup.meta["models"], "output_tokens": args.output_tokens, "rounds": args.rounds,
+                "steady": STEADY, "moving": MOVING, "temperatures": TEMPERATURE,
+                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
+                "seconds": round(time.perf_counter() - started, 1)}
+        result = {"meta": meta, "summary": summarize(samples), "samples": samples}
+        OUT.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}")
+    print(f"wrote {plot(result['summary'], OUT / 'real_pair.png')}")
+    print("\n" + markdown(result["summary"], result["meta"]))
+
+
+if __name__ == "__main__":
+    main()

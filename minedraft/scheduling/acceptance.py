@@ -1,0 +1,84 @@
+"""How often drafts are accepted: per draft position, measured from every verifying step.
+
+Position j's acceptance is the chance the j-th draft is accepted given the j-1 before it were:
+of the requests whose drafts reached position j (at least j drafts verified, the first j-1
+accepted), the share whose j-th was accepted. Trials and hits are counted with older ones
+discounted by ``exp(-trials since / tau)``: a step of 32 requests all but replaces what was known,
+a single request's step moves it a little, so a change of text shows within a few steps at any
+load. A position not measured for a while (depth 0, then a re-check) also discounts what it knew
+by ``exp(-seconds since / forget_s)``: the text it was measured on may have left. ``prior_trials`` trials at ``prior`` stand in front of the first ones, so that one request's
+first rejected draft does not read as a drafter that never helps.
+
+A position not measured within ``forget_s`` of position 1's last measurement (the steps drafted
+shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with the position
+before it: the text may have changed since. A position never measured reads as None.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Acceptance:
+    max_depth: int
+    tau: float = 32.0  # trials that discount the older ones by 1/e
+    forget_s: float = 1.0  # seconds without a measurement that discount the older ones by 1/e
+    prior: float = 0.5
+    prior_trials: float = 2.0
+    trials: list[float] = field(default_factory=list)  # by position 1..max_depth, discounted
+    hits: list[float] = field(default_factory=list)
+    seen_at: list[float] = field(default_factory=list)  # the time each position was last measured
+    last_seen: float | None = None  # when any position was last measured
+
+    def __post_init__(self) -> None:
+        self.trials = [0.0] * self.max_depth
+        self.hits = [0.0] * self.max_depth
+        self.seen_at = [-math.inf] * self.max_depth
+
+    def observe(self, verified: Iterable[tuple[int, int]], now: float) -> None:
+        """One step's requests as (drafts verified, drafts accepted)."""
+        reached, accepted = [0] * self.max_depth, [0] * self.max_depth
+        for drafts, taken in verified:
+            for j in range(min(drafts, taken + 1, self.max_depth)):
+                reached[j] += 1
+                accepted[j] += j < taken
+        for j, (trials, hits) in enumerate(zip(reached, accepted)):
+            if trials == 0:
+                continue
+            keep = math.exp(-trials / self.tau - max(0.0, now - self.seen_at[j]) / self.forget_s)
+            self.trials[j] = keep * self.trials[j] + trials
+            self.hits[j] = keep * self.hits[j] + hits
+            self.seen_at[j] = now
+            self.last_seen = now
+
+    @property
+    def rates(self) -> list[float | None]:
+        """By position 1..max_depth; None: never measured."""
+        return [None if n == 0 else (h + self.prior * self.prior_trials) / (n + self.prior_trials)
+                for n, h in zip(self.trials, self.hits)]
+
+    def per_position(self) -> list[float | None]:
+        """Positions 1..max_depth as used for a prediction (stale ones stand in with the one before)."""
+        out: list[float | None] = []
+        for j, rate in enumerate(self.rates):
+            if j > 0 and (rate is None or self.seen_at[0] - self.seen_at[j] > self.forget_s):
+                rate = out[-1]
+            out.append(rate)
+        return out
+
+    def expected_tokens(self, depth: int) -> float:
+        """A request's tokens from a step verifying ``depth`` drafts: the accepted run and the
+        target's own token. A position never measured counts as accepted: its first steps measure it."""
+        total, run = 1.0, 1.0
+        for rate in self.per_position()[:depth]:
+            run *= 1.0 if rate is None else rate
+            total += run
+        return total
+
+
+def geometric_tokens(acceptance: float, depth: int) -> float:
+    """A request's tokens from a step at ``depth`` when every position's acceptance is ``acceptance``."""
+    return sum(acceptance ** i for i in range(depth + 1))

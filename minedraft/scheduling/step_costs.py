@@ -1,0 +1,119 @@
+"""What a step costs: a decode step's seconds predicted for any depth at any load, from measured steps.
+
+A step's time is modelled as linear in what it computes:
+
+    seconds = a + w * tokens + depth * (c + e * decodes) + u * catch_up
+
+* ``a``: the fixed cost of a step (launches, metadata, on a memory-bound device most of it);
+* ``w``: the target's cost per scheduled token (prompt tokens, decode tokens and the drafts it
+  verifies: ``tokens`` is vLLM's ``total_num_scheduled_tokens``);
+* ``c + e * decodes``: one draft forward (a draft model runs ``depth`` of them; a drafter that
+  drafts in one forward or runs no model has ``c = e = 0`` once measured);
+* ``u``: a token the drafter catches up on after skipping it at depth 0 (worker/draft_catch_up.py).
+
+Steps are kept as sufficient statistics in cells by (load bucket, depth), each cell forgetting
+its older steps as new ones come (``memory``), and every prediction solves a least-squares fit
+weighted towards the load asked about: cells one bucket away count ``neighbour_weight`` as much,
+two away its square (on a CPU the per-token cost bends between one request and 32; a local fit
+follows it). Where the steps cannot tell the terms apart (a load seen at one depth only, no
+catch-up yet), soft priors decide: a draft forward costs ``draft_ratio`` of a target step of the
+same requests (the weights' ratio, scheduling/depth_prior.py, where known) and a caught-up token
+``draft_ratio`` of a target token. Each prior weighs as ``prior_weight`` steps, so measurements
+override it as soon as they separate the terms.
+
+Drafting more never makes a step cheaper: predictions are made non-decreasing in depth.
+Pure Python and NumPy, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minedraft.scheduling.mode_policy import decode_bucket
+
+FEATURES = 5  # 1, tokens, depth, depth * decodes, catch_up
+
+
+def features(decodes: int, depth: int, tokens: int, catch_up: int = 0) -> np.ndarray:
+    return np.array([1.0, tokens, depth, depth * decodes, catch_up])
+
+
+@dataclass
+class _Cell:
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((FEATURES, FEATURES)))
+    moment: np.ndarray = field(default_factory=lambda: np.zeros(FEATURES))
+    weight: float = 0.0  # steps counted, each older one discounted by ``memory``
+
+
+@dataclass
+class StepCosts:
+    draft_ratio: float = 0.1
+    memory: float = 0.8  # a cell's older steps count this much less with each new one (about 5 steps)
+    neighbour_weight: float = 0.25
+    prior_weight: float = 1.0
+    outlier: float = 2.0
+    cells: dict[tuple[int, int], _Cell] = field(default_factory=dict)
+    _fits: dict[int, np.ndarray] = field(default_factory=dict)  # by bucket, until the next step
+
+    def observe(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0) -> None:
+        x = features(decodes, depth, tokens, catch_up)
+        key = (decode_bucket(decodes), depth)
+        if key in self.cells and self.cells[key].weight >= 2:
+            # A stall of the machine (this project's VMs: 100 ms beside 5 ms steps) is not the depth's
+            # cost: a step counts at most ``outlier`` times its prediction, so a real change still
+            # shows within a few steps.
+            seconds = min(seconds, self.outlier * max(float(x @ self._fit(decodes)), 0.0) or seconds)
+        cell = self.cells.setdefault(key, _Cell())
+        cell.gram = self.memory * cell.gram + np.outer(x, x)
+        cell.moment = self.memory * cell.moment + x * seconds
+        cell.weight = self.memory * cell.weight + 1.0
+        self._fits.clear()
+
+    @property
+    def known(self) -> bool:
+        return bool(self.cells)
+
+    def measured(self, decodes: int, depth: int) -> bool:
+        """Whether steps at this load's bucket and ``depth`` were measured (not only predicted)."""
+        return (decode_bucket(decodes), depth) in self.cells
+
+    def seconds(self, decodes: int, max_depth: int, prefill_tokens: int = 0) -> list[float]:
+        """The predicted seconds of a step of ``decodes`` requests (and ``prefill_tokens`` prompt
+        tokens) at each depth 0..``max_depth``, nothing to catch up; non-decreasing in depth."""
+        theta = self._fit(decodes)
+        times, floor = [], 0.0
+        for depth in range(max_depth + 1):
+            floor = max(floor, float(features(decodes, depth, prefill_tokens + decodes * (1 + depth)) @ theta))
+            times.append(floor)
+        return times
+
+    def catch_up_seconds(self, decodes: int, tokens: int) -> float:
+        """The predicted cost of catching the drafter up on ``tokens`` skipped tokens."""
+        return max(0.0, float(self._fit(decodes)[4]) * tokens)
+
+    def _fit(self, decodes: int) -> np.ndarray:
+        bucket = decode_bucket(max(decodes, 1))
+        theta = self._fits.get(bucket)
+        if theta is None:
+            theta = self._fits[bucket] = self._solve(bucket, decodes)
+        return theta
+
+    def _solve(self, bucket: int, decodes: int) -> np.ndarray:
+        gram, moment = np.zeros((FEATURES, FEATURES)), np.zeros(FEATURES)
+        scale = 0.0  # the typical step's features, to weigh the priors in the data's units
+        for (other, _), cell in self.cells.items():
+            distance = abs(other.bit_length() - bucket.bit_length())
+            weight = self.neighbour_weight ** distance
+            gram += weight * cell.gram
+            moment += weight * cell.moment
+            scale += weight * cell.weight
+        # Soft priors, each a row that should be zero: c - r*a, e - r*w, u - r*w (r: draft_ratio), scaled
+        # so each weighs as ``prior_weight`` steps of ``decodes`` requests at depth 1.
+        r, n = self.draft_ratio, max(decodes, 1)
+        for row in ([-r, 0, 1, 0, 0], [0, -r * n, 0, n, 0], [0, -r * n, 0, 0, n]):
+            x = np.array(row, dtype=float)
+            gram += self.prior_weight * np.outer(x, x)
+        gram += 1e-9 * max(scale, 1.0) * np.eye(FEATURES)  # nothing measured yet: still solvable
+        return np.linalg.solve(gram, moment)
