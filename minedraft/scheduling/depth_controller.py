@@ -61,6 +61,9 @@ class DepthController:
     rechecks: int = 0
     _choice: int | None = None  # the depth chosen last (not a re-check)
     _load: int = 0  # the decode bucket it was chosen at
+    report_every_s: float = 10.0  # at most one line about a change per this many seconds of steps
+    _reported_at: float | None = None
+    _unreported: int = 0
     _recheck_from: float = 0.0  # a re-check's wait counts from here
 
     def __post_init__(self) -> None:
@@ -115,10 +118,16 @@ class DepthController:
 
     def _settle(self, chosen: int, decodes: int, rates: list[float] | None) -> int:
         old, self._choice = self._choice, chosen
-        if old is not None and old != chosen and self.on_change is not None:
+        if old is None or old == chosen or self.on_change is None:
+            return chosen
+        self._unreported += 1
+        if self._reported_at is None or self.seconds - self._reported_at >= self.report_every_s:
             predicted = "" if rates is None else " (predicted " + ", ".join(
                 f"k'={d}: {r:.0f} tok/s" for d, r in enumerate(rates)) + ")"
-            self.on_change(f"MineDraft auto: speculation depth {old} -> {chosen} at {decodes} decodes{predicted}")
+            more = f"; {self._unreported - 1} changes since the last line" if self._unreported > 1 else ""
+            self.on_change(f"MineDraft auto: speculation depth {old} -> {chosen} at {decodes} requests"
+                           f"{predicted}{more}")
+            self._reported_at, self._unreported = self.seconds, 0
         return chosen
 
     def _recheck(self, decodes: int, prefill_tokens: int, catch_up: int, remaining: float | None,

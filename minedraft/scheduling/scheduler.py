@@ -36,6 +36,7 @@ tokens) is vLLM's own code, unchanged.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from typing import NamedTuple
@@ -221,14 +222,29 @@ class MineDraftScheduler(Scheduler):
         return [r for r in self.running if not r.is_prefill_chunk]
 
     def _current_load(self) -> Load:
-        """The load of the step being scheduled, its depth chosen (only steps with decode
-        requests choose: a prefill-only step drafts at the depth of the last choice)."""
+        """The load of the step being scheduled, its depth chosen."""
         decodes = self._decode_requests()
-        if self.depth_controller is not None and decodes:
-            remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in decodes)
-            catch_up = sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
-            self._depth = self.depth_controller.depth(len(decodes), self._last_mix[0], catch_up, remaining)
+        if self.depth_controller is not None:
+            self._choose_depth(decodes)
         return Load.of(len(decodes), self._depth, *self._last_mix)
+
+    def _choose_depth(self, decodes: list[Request]) -> None:
+        """The depth controller's choice for the step being scheduled. Its drafts are verified next step,
+        by the requests running then: the decodes, and those whose prompts this step computes (the
+        prefilling ones and the waiting ones the batch has room for), whose prompt tokens it counts."""
+        room = max(self.max_num_running_reqs - len(self.running), 0)
+        starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
+        requests = decodes + starting
+        if not requests:
+            return
+        prompt_tokens = min(sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting),
+                            self.max_num_scheduled_tokens)
+        remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in requests)
+        catch_up = sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
+        rechecks = self.depth_controller.rechecks
+        self._depth = self.depth_controller.depth(len(requests), prompt_tokens, catch_up, remaining)
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.depth_rechecks += self.depth_controller.rechecks - rechecks
 
     def _count_skipped(self, scheduled: dict[str, int], depth: int) -> int:
         """Where the drafter skips depth-0 calls and catches up (config/catch_up.py), note each scheduled request's tokens at depth 0; at a depth > 0 its skipped tokens are caught up

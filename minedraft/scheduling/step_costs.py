@@ -41,34 +41,39 @@ def features(decodes: int, depth: int, tokens: int, catch_up: int = 0) -> np.nda
 
 
 @dataclass
-class _Cell:
-    gram: np.ndarray = field(default_factory=lambda: np.zeros((FEATURES, FEATURES)))
-    moment: np.ndarray = field(default_factory=lambda: np.zeros(FEATURES))
-    weight: float = 0.0  # steps counted, each older one discounted by ``memory``
-
-
-@dataclass
 class StepCosts:
     draft_ratio: float = 0.1
     memory: float = 0.8  # a cell's older steps count this much less with each new one (about 5 steps)
     neighbour_weight: float = 0.25
     prior_weight: float = 1.0
     outlier: float = 2.0
-    cells: dict[tuple[int, int], _Cell] = field(default_factory=dict)
+    # Per cell (load bucket, depth), stacked: the steps' Gram matrices and moments, each older step
+    # discounted by ``memory``, and their discounted count.
+    cells: dict[tuple[int, int], int] = field(default_factory=dict)  # cell -> row
+    grams: np.ndarray = field(default_factory=lambda: np.zeros((0, FEATURES, FEATURES)))
+    moments: np.ndarray = field(default_factory=lambda: np.zeros((0, FEATURES)))
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    levels: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each cell's bucket.bit_length()
     _fits: dict[int, np.ndarray] = field(default_factory=dict)  # by bucket, until the next step
 
     def observe(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0) -> None:
         x = features(decodes, depth, tokens, catch_up)
-        key = (decode_bucket(decodes), depth)
-        if key in self.cells and self.cells[key].weight >= 2:
+        bucket = decode_bucket(decodes)
+        row = self.cells.get((bucket, depth))
+        if row is not None and self.weights[row] >= 2:
             # A stall of the machine (this project's VMs: 100 ms beside 5 ms steps) is not the depth's
             # cost: a step counts at most ``outlier`` times its prediction, so a real change still
             # shows within a few steps.
             seconds = min(seconds, self.outlier * max(float(x @ self._fit(decodes)), 0.0) or seconds)
-        cell = self.cells.setdefault(key, _Cell())
-        cell.gram = self.memory * cell.gram + np.outer(x, x)
-        cell.moment = self.memory * cell.moment + x * seconds
-        cell.weight = self.memory * cell.weight + 1.0
+        if row is None:
+            row = self.cells[(bucket, depth)] = len(self.weights)
+            self.grams = np.concatenate([self.grams, np.zeros((1, FEATURES, FEATURES))])
+            self.moments = np.concatenate([self.moments, np.zeros((1, FEATURES))])
+            self.weights = np.append(self.weights, 0.0)
+            self.levels = np.append(self.levels, bucket.bit_length())
+        self.grams[row] = self.memory * self.grams[row] + np.outer(x, x)
+        self.moments[row] = self.memory * self.moments[row] + x * seconds
+        self.weights[row] = self.memory * self.weights[row] + 1.0
         self._fits.clear()
 
     @property
@@ -101,19 +106,14 @@ class StepCosts:
         return theta
 
     def _solve(self, bucket: int, decodes: int) -> np.ndarray:
-        gram, moment = np.zeros((FEATURES, FEATURES)), np.zeros(FEATURES)
-        scale = 0.0  # the typical step's features, to weigh the priors in the data's units
-        for (other, _), cell in self.cells.items():
-            distance = abs(other.bit_length() - bucket.bit_length())
-            weight = self.neighbour_weight ** distance
-            gram += weight * cell.gram
-            moment += weight * cell.moment
-            scale += weight * cell.weight
+        near = self.neighbour_weight ** np.abs(self.levels - bucket.bit_length())
+        gram = np.tensordot(near, self.grams, axes=1)
+        moment = near @ self.moments
         # Soft priors, each a row that should be zero: c - r*a, e - r*w, u - r*w (r: draft_ratio), scaled
         # so each weighs as ``prior_weight`` steps of ``decodes`` requests at depth 1.
         r, n = self.draft_ratio, max(decodes, 1)
         for row in ([-r, 0, 1, 0, 0], [0, -r * n, 0, n, 0], [0, -r * n, 0, 0, n]):
             x = np.array(row, dtype=float)
             gram += self.prior_weight * np.outer(x, x)
-        gram += 1e-9 * max(scale, 1.0) * np.eye(FEATURES)  # nothing measured yet: still solvable
+        gram += 1e-9 * max(float(near @ self.weights), 1.0) * np.eye(FEATURES)  # nothing measured yet: still solvable
         return np.linalg.solve(gram, moment)

@@ -180,7 +180,16 @@ def test_changes_are_reported_with_the_predicted_rates():
     changes = []
     controller = DepthController(max_depth=3, on_change=changes.append)
     run(controller, FakeEngine(acceptance=0.0), 8, 10)
-    assert changes and changes[0].startswith("MineDraft auto: speculation depth 3 -> 0 at 8 decodes (predicted k'=0:")
+    assert changes and changes[0].startswith("MineDraft auto: speculation depth 3 -> 0 at 8 requests (predicted k'=0:")
+
+
+def test_changes_are_reported_once_in_ten_seconds_with_those_between_counted():
+    changes = []
+    controller = DepthController(max_depth=1, on_change=changes.append)
+    for step in range(1, 61):  # a change every second of steps
+        controller.observe_step(4, 0, 4, 1.0)
+        controller._settle(step % 2, 4, None)
+    assert len(changes) == 6 and all("9 changes since the last line" in line for line in changes[1:])
 
 
 def test_the_controller_takes_no_depth_below_zero_or_above_k():

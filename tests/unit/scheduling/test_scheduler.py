@@ -341,6 +341,23 @@ def test_the_controller_sees_each_request_s_drafts_verified_and_accepted(model_d
     assert sum(map(len, verified)) >= 8
 
 
+def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monkeypatch):
+    """A step's drafts are verified next step by the requests running then: a prefill step of waiting
+    requests asks the controller for them (and their prompt tokens), and a decode step with one more
+    arriving counts it too (remaining: the median of their max_tokens left)."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128)
+    asked = []
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: asked.append(load) or 3)
+    for i in range(3):
+        sched.add_request(make_request(f"r{i}", 10, 40))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())
+    sched.add_request(make_request("late", 20, 30))
+    worker.step(sched, sched.schedule())
+    assert asked == [(3, 30, 0, 40), (4, 20, 0, 39)]
+
+
 def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
     """A draft model skips its forward at depth 0 and catches up when next drafted
     (worker/draft_catch_up.py): the step that drafts again is told how many tokens that is."""
@@ -358,9 +375,10 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     for depth in (0, 0, 3, 3):
         worker.step(sched, sched.schedule())
     sched.schedule()  # times the last step
-    skipped = observed[-4][2] + observed[-3][2]  # every token of the two depth-0 steps
-    assert [(decodes, depth, catch_up) for decodes, depth, _, _, catch_up in observed[-4:]] == [
-        (4, 0, 0), (4, 0, 0), (4, 3, skipped), (4, 3, 0)]
+    # A draft as large as the target starts at depth 0 (depth_prior.py): the prefill step skipped too.
+    assert [depth for _, depth, *_ in observed] == [0, 0, 0, 3, 3]
+    skipped = sum(tokens for _, _, tokens, _, _ in observed[:3])
+    assert [catch_up for *_, catch_up in observed] == [0, 0, 0, skipped, 0]
 
 
 @pytest.mark.parametrize(("mode", "first_token", "expected"), [
@@ -371,6 +389,7 @@ def test_a_fallback_step_with_prompt_tokens_drafts_after_its_outputs(model_dir, 
     the last one sampling the first token) and drafts inline; never a decode-only step, never stock mode."""
     monkeypatch.setenv("MINEDRAFT_MODE", mode)
     monkeypatch.setenv("MINEDRAFT_FIRST_TOKEN", first_token)
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "fixed")  # K: the draft, as large as the target, would start at 0
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_batched_tokens=16, max_num_seqs=4,
                            max_model_len=128, draft_model=True)
     sched.add_request(make_request("long", 40, 20))
