@@ -26,6 +26,7 @@ the best single static setting and against the per-phase ceiling (each phase at 
 switched by hand, in the same round).
 
     python benchmarks/real_pair.py                      # ~45 min on 2 idle cores
+    python benchmarks/real_pair.py --groups A --merge   # MineDraft's group again, the others' samples kept
     python benchmarks/real_pair.py --replot             # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``.
@@ -237,6 +238,8 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--groups", default="ABCD", help="which engine groups to run (A with any of B, C, D)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the committed JSON's samples of the groups not named in --groups")
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     return sweep.inherit_workload(parser.parse_args(argv))
 
@@ -254,6 +257,8 @@ def main(argv=None) -> None:
         log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
         print(f"worker logs: {log_dir}", flush=True)
         started, samples = time.perf_counter(), []
+        if args.merge and path.exists():  # the groups not run now, from the committed JSON
+            samples = [s for s in json.loads(path.read_text())["samples"] if GROUP_OF[s["engine"]] not in args.groups]
         for group in args.groups:
             samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,

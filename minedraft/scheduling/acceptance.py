@@ -5,13 +5,14 @@ of the requests whose drafts reached position j (at least j drafts verified, the
 accepted), the share whose j-th was accepted. Trials and hits are counted with older ones
 discounted by ``exp(-trials since / tau)``: a step of 32 requests all but replaces what was known,
 a single request's step moves it a little, so a change of text shows within a few steps at any
-load. A position not measured for a while (depth 0, then a re-check) also discounts what it knew
-by ``exp(-seconds since / forget_s)``: the text it was measured on may have left. ``prior_trials`` trials at ``prior`` stand in front of the first ones, so that one request's
+load. A position not measured for more than ``forget_s`` (depth 0, then a re-check) also discounts
+what it knew by ``exp(-seconds since / forget_s)``: the text it was measured on may have left. ``prior_trials`` trials at ``prior`` stand in front of the first ones, so that one request's
 first rejected draft does not read as a drafter that never helps.
 
 A position not measured within ``forget_s`` of position 1's last measurement (the steps drafted
 shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with the position
-before it: the text may have changed since. A position never measured reads as None.
+before it: the text may have changed since. A position never measured reads as None (counted as
+accepted in a prediction: its first steps measure it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 class Acceptance:
     max_depth: int
     tau: float = 32.0  # trials that discount the older ones by 1/e
-    forget_s: float = 1.0  # seconds without a measurement that discount the older ones by 1/e
+    forget_s: float = 1.0  # a position unmeasured for longer discounts what it knew by exp(-seconds / forget_s)
     prior: float = 0.5
     prior_trials: float = 2.0
     trials: list[float] = field(default_factory=list)  # by position 1..max_depth, discounted
@@ -48,7 +49,8 @@ class Acceptance:
         for j, (trials, hits) in enumerate(zip(reached, accepted)):
             if trials == 0:
                 continue
-            keep = math.exp(-trials / self.tau - max(0.0, now - self.seen_at[j]) / self.forget_s)
+            gap = now - self.seen_at[j]
+            keep = math.exp(-trials / self.tau - (gap / self.forget_s if gap > self.forget_s else 0.0))
             self.trials[j] = keep * self.trials[j] + trials
             self.hits[j] = keep * self.hits[j] + hits
             self.seen_at[j] = now
@@ -64,7 +66,7 @@ class Acceptance:
         """Positions 1..max_depth as used for a prediction (stale ones stand in with the one before)."""
         out: list[float | None] = []
         for j, rate in enumerate(self.rates):
-            if j > 0 and (rate is None or self.seen_at[0] - self.seen_at[j] > self.forget_s):
+            if j > 0 and rate is not None and self.seen_at[0] - self.seen_at[j] > self.forget_s:
                 rate = out[-1]
             out.append(rate)
         return out
