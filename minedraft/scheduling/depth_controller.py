@@ -74,17 +74,16 @@ class DepthController:
         self.acceptance = Acceptance(self.max_depth)
 
     # ----------------------------------------------------------- decisions
-    def depth(self, decodes: int, prefill_tokens: int = 0, catch_up: int = 0,
-              remaining: float | None = None) -> int:
-        """The depth of the next step of ``decodes`` running decode requests; ``prefill_tokens``: the
-        prompt tokens expected beside them, ``catch_up``: the tokens the drafter would catch up on
-        before drafting, ``remaining``: the tokens a request has left (typically)."""
+    def depth(self, decodes: int, catch_up: int = 0, remaining: float | None = None) -> int:
+        """The depth for the decode steps of ``decodes`` requests; ``catch_up``: the tokens the drafter
+        would run over once before drafting them (skipped ones, prompts), ``remaining``: the tokens a
+        request has left (typically)."""
         if decodes <= 0 or self.max_depth == 0:
             return self._choice if self._choice is not None else self.starting_depth()
         start = self.starting_depth()
         if not self.costs.known or (start > 0 and self.acceptance.last_seen is None):
             return self._settle(start, decodes, None)  # its first steps measure acceptance and costs
-        rates = self.goodput(decodes, prefill_tokens, catch_up, remaining)
+        rates = self.goodput(decodes, catch_up, remaining)
         best = max(range(len(rates)), key=lambda d: (rates[d], -d))
         same_load = self._choice is not None and decode_bucket(decodes) == self._load
         current = self._choice if same_load else best
@@ -92,7 +91,7 @@ class DepthController:
         self._load = decode_bucket(decodes)
         chosen = self._settle(chosen, decodes, rates)
         if chosen == 0:
-            return self._recheck(decodes, prefill_tokens, catch_up, remaining, rates[0])
+            return self._recheck(decodes, catch_up, remaining, rates[0])
         return chosen
 
     def starting_depth(self) -> int:
@@ -101,11 +100,11 @@ class DepthController:
         paying = [d for d in range(1, self.max_depth + 1) if max_gain(d, self.draft_ratio) > 1 + self.margin]
         return max(paying, default=0)
 
-    def goodput(self, decodes: int, prefill_tokens: int = 0, catch_up: int = 0, remaining: float | None = None,
+    def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
                 ceiling: bool = False) -> list[float]:
         """Predicted output tokens per second at each depth 0..K; ``ceiling``: had every draft been
         accepted (a position whose acceptance is not measured yet always counts as accepted)."""
-        seconds = self.costs.seconds(decodes, self.max_depth, prefill_tokens)
+        seconds = self.costs.seconds(decodes, self.max_depth)
         catch_up_s = self.costs.catch_up_seconds(decodes, catch_up) if catch_up else 0.0
         left = DEFAULT_REMAINING if remaining is None else max(remaining, 1.0)
         rates = []
@@ -130,14 +129,13 @@ class DepthController:
             self._reported_at, self._unreported = self.seconds, 0
         return chosen
 
-    def _recheck(self, decodes: int, prefill_tokens: int, catch_up: int, remaining: float | None,
-                 at_zero: float) -> int:
+    def _recheck(self, decodes: int, catch_up: int, remaining: float | None, at_zero: float) -> int:
         """Depth 0, or a re-check's depth when one is due (see the module)."""
-        ceiling = self.goodput(decodes, prefill_tokens, 0, remaining, ceiling=True)
+        ceiling = self.goodput(decodes, 0, remaining, ceiling=True)
         probe = next((d for d in range(1, self.max_depth + 1) if ceiling[d] > at_zero * (1 + self.margin)), None)
         if probe is None:
             return 0  # no acceptance could make drafting pay here
-        seconds = self.costs.seconds(decodes, probe, prefill_tokens)
+        seconds = self.costs.seconds(decodes, probe)
         cost = seconds[probe] - seconds[0] + self.costs.catch_up_seconds(decodes, catch_up)
         wait = max(self.min_recheck_s, cost / self.recheck_budget)
         last = self.acceptance.last_seen if self.acceptance.last_seen is not None else -wait

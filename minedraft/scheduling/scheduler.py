@@ -231,35 +231,40 @@ class MineDraftScheduler(Scheduler):
     def _choose_depth(self, decodes: list[Request]) -> None:
         """The depth controller's choice for the step being scheduled. Its drafts are verified next step,
         by the requests running then: the decodes, and those whose prompts this step computes (the
-        prefilling ones and the waiting ones the batch has room for), whose prompt tokens it counts."""
+        prefilling ones and the waiting ones the batch has room for). The choice is the best depth for
+        their decode steps; what drafting costs once (a catch-up of skipped tokens, the draft's prefill
+        of the prompts) is weighed against the tokens they have left."""
         room = max(self.max_num_running_reqs - len(self.running), 0)
         starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
         requests = decodes + starting
         if not requests:
             return
-        prompt_tokens = min(sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting),
-                            self.max_num_scheduled_tokens)
+        once = 0
+        if self._drafter_catches_up:
+            once = (sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
+                    + sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting))
         remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in requests)
-        catch_up = sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
         rechecks = self.depth_controller.rechecks
-        self._depth = self.depth_controller.depth(len(requests), prompt_tokens, catch_up, remaining)
+        self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.depth_rechecks += self.depth_controller.rechecks - rechecks
 
     def _count_skipped(self, scheduled: dict[str, int], depth: int) -> int:
-        """Where the drafter skips depth-0 calls and catches up (config/catch_up.py), note each scheduled request's tokens at depth 0; at a depth > 0 its skipped tokens are caught up
-        in this step: their number is returned."""
+        """The tokens a drafter that skips depth-0 calls (config/catch_up.py) runs its model over in this
+        step besides the decodes' own: at a depth > 0, the tokens each request skipped at depth 0 (its
+        catch-up) and the prompt tokens scheduled now (the draft's prefill, the same work); at depth 0
+        each request's tokens are noted as skipped instead."""
         if not self._drafter_catches_up or self.depth_controller is None:
             return 0
-        caught_up = 0
+        extra = 0
         for rid, tokens in scheduled.items():
             if depth == 0:
                 self._skipped_tokens[rid] = self._skipped_tokens.get(rid, 0) + tokens
             else:
-                caught_up += self._skipped_tokens.pop(rid, 0)
+                extra += self._skipped_tokens.pop(rid, 0) + _prompt_tokens_scheduled(self.requests[rid], tokens)
         for rid in [rid for rid in self._skipped_tokens if rid not in self.requests]:
             del self._skipped_tokens[rid]  # finished: never caught up
-        return caught_up
+        return extra
 
     def _cut_drafts_to(self, depth: int) -> None:
         """Each running request's drafts cut to the first ``depth``: what vLLM's scheduler itself
@@ -398,6 +403,11 @@ class MineDraftScheduler(Scheduler):
         attach(stats, self.minedraft_stats.to_payload())
         self.minedraft_stats = MineDraftStats()
         return stats
+
+
+def _prompt_tokens_scheduled(request: Request, scheduled: int) -> int:
+    """Of the ``scheduled`` tokens of ``request``'s step (already counted in its computed tokens), its prompt's."""
+    return max(0, min(scheduled, request.num_prompt_tokens - (request.num_computed_tokens - scheduled)))
 
 
 def _verified(scheduler_output: SchedulerOutput, runner_output) -> list[tuple[int, int]]:

@@ -9,7 +9,8 @@ A step's time is modelled as linear in what it computes:
   verifies: ``tokens`` is vLLM's ``total_num_scheduled_tokens``);
 * ``c + e * decodes``: one draft forward (a draft model runs ``depth`` of them; a drafter that
   drafts in one forward or runs no model has ``c = e = 0`` once measured);
-* ``u``: a token the drafter catches up on after skipping it at depth 0 (worker/draft_catch_up.py).
+* ``u``: a token the drafter runs over besides the decodes' own: one it catches up on after skipping
+  it at depth 0 (worker/draft_catch_up.py), or a prompt token (the draft's prefill).
 
 Steps are kept as sufficient statistics in cells by (load bucket, depth), each cell forgetting
 its older steps as new ones come (``memory``), and every prediction solves a least-squares fit
@@ -84,13 +85,13 @@ class StepCosts:
         """Whether steps at this load's bucket and ``depth`` were measured (not only predicted)."""
         return (decode_bucket(decodes), depth) in self.cells
 
-    def seconds(self, decodes: int, max_depth: int, prefill_tokens: int = 0) -> list[float]:
-        """The predicted seconds of a step of ``decodes`` requests (and ``prefill_tokens`` prompt
-        tokens) at each depth 0..``max_depth``, nothing to catch up; non-decreasing in depth."""
+    def seconds(self, decodes: int, max_depth: int) -> list[float]:
+        """The predicted seconds of a decode step of ``decodes`` requests at each depth 0..``max_depth``,
+        nothing to catch up; non-decreasing in depth."""
         theta = self._fit(decodes)
         times, floor = [], 0.0
         for depth in range(max_depth + 1):
-            floor = max(floor, float(features(decodes, depth, prefill_tokens + decodes * (1 + depth)) @ theta))
+            floor = max(floor, float(features(decodes, depth, decodes * (1 + depth)) @ theta))
             times.append(floor)
         return times
 

@@ -252,7 +252,7 @@ def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller
 def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
     """The depth controller answers ``depth``; the steps it is told of are recorded in the list returned."""
     observed = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
     monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
     return observed
 
@@ -314,7 +314,7 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
     depth = 1
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
     out = sched.schedule()
     assert out.defer_drafts and sched.expects_draft_tokens()
     worker.step(sched, out)
@@ -343,19 +343,20 @@ def test_the_controller_sees_each_request_s_drafts_verified_and_accepted(model_d
 
 def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monkeypatch):
     """A step's drafts are verified next step by the requests running then: a prefill step of waiting
-    requests asks the controller for them (and their prompt tokens), and a decode step with one more
-    arriving counts it too (remaining: the median of their max_tokens left)."""
+    requests asks the controller for them, the draft's prefill of their prompts counted as work done
+    once, and a decode step with one more arriving counts it too (remaining: the median of their
+    max_tokens left)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
-    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
     asked = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: asked.append(load) or 3)
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: asked.append((*load, more)) or 3)
     for i in range(3):
         sched.add_request(make_request(f"r{i}", 10, 40))
     worker = FakeWorker(3, lambda rid, n: n)
     worker.step(sched, sched.schedule())
     sched.add_request(make_request("late", 20, 30))
     worker.step(sched, sched.schedule())
-    assert asked == [(3, 30, 0, 40), (4, 20, 0, 39)]
+    assert asked == [(3, {"catch_up": 30, "remaining": 40}), (4, {"catch_up": 20, "remaining": 39})]
 
 
 def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
@@ -369,7 +370,7 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     worker = FakeWorker(3, lambda rid, n: n)
     worker.step(sched, sched.schedule())  # the prefill, at K
     depth = 0
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load: depth)
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
     observed = []
     monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
     for depth in (0, 0, 3, 3):
