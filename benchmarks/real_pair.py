@@ -2,7 +2,7 @@
 
 The kit's tiny models have millisecond steps and no crossover (the target alone wins every load). A real
 pair has one: Qwen2.5-Coder-1.5B-Instruct (target) and Qwen2.5-Coder-0.5B-Instruct (draft), bf16, built by
-``../shared/tools/real-pair.sh`` (not in ``make test``). On two cores stock SD beats the target alone on
+``modelkit/real_pair.sh`` (not in ``make test``). On two cores stock SD beats the target alone on
 one request of code and loses at 32.
 
 Engines, alive side by side in groups of two (an engine takes 6-8 GB of memory; a third ran out of 24 GB):
@@ -113,7 +113,7 @@ def setup_for(pair: Path, args) -> sweep.Setup:
     return sweep.Setup(device="cpu", device_label=sweep.cpu_label(), pairs=pairs, target_names={"real": "target"},
                        engine=engine, env=env, interleave=True,
                        meta={"models": "Qwen2.5-Coder-1.5B-Instruct (target), Qwen2.5-Coder-0.5B-Instruct (draft), "
-                                       "bf16 (../shared/tools/real-pair.sh)"})
+                                       "bf16 (modelkit/real_pair.sh)"})
 
 
 def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path) -> list[dict]:
@@ -256,7 +256,7 @@ def main(argv=None) -> None:
         result = json.loads(path.read_text())
     else:
         if not (args.pair / "done").exists():
-            sys.exit(f"real_pair: no real pair in {args.pair}; build it with ../shared/tools/real-pair.sh")
+            sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
         setup = setup_for(args.pair, args)
         plan = workload(args.pair / "target", args.output_tokens)
         log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))

@@ -1,0 +1,61 @@
+"""benchmarks/real_pair.py (no engine): how engines in groups of two are put on one scale and scored."""
+
+from __future__ import annotations
+
+import pytest
+
+import benchmark_scripts
+
+real_pair = benchmark_scripts.load("real_pair")
+
+PHASES = [("steady", "code", n) for n in real_pair.STEADY] + [("moving", t, n) for n, t in real_pair.MOVING]
+
+
+def samples(seconds, rounds=(0, 1)):
+    """Every engine of groups A, B and C, each phase 64 tokens a request in ``seconds(engine, phase)``."""
+    out = []
+    for engine in [e for group in "ABC" for e in real_pair.GROUPS[group]]:
+        for r in rounds:
+            for i, (part, text, n) in enumerate(PHASES):
+                out.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
+                            "generated_tokens": 64 * n, "elapsed_s": seconds(engine, i)})
+    return out
+
+
+def test_a_group_s_rates_are_scaled_by_its_twin_of_the_target_alone():
+    """Group B's machine ran at half speed (its twin too): stock SD's rate is read on group A's scale."""
+    def seconds(engine, phase):
+        slow = 2.0 if engine in real_pair.GROUPS["B"] else 1.0
+        return slow * {"stock_sd_k3": 0.5, "minedraft_auto": 0.8}.get(engine, 1.0)
+
+    summary = real_pair.summarize(samples(seconds))
+    for row in summary["steady"].values():
+        assert row["tok_s"]["stock_sd_k3"] == pytest.approx(2 * row["tok_s"]["no_sd"])
+        assert row["auto_vs_best_static"] == pytest.approx(0.5 / 0.8)
+    assert summary["moving"]["auto_vs_best_static"] == pytest.approx(0.5 / 0.8)
+
+
+def test_the_per_phase_ceiling_takes_each_phase_s_best_static_engine():
+    """Stock SD wins the even moving phases, the target alone the odd ones: the ceiling beats both."""
+    first_moving = len(real_pair.STEADY)
+
+    def seconds(engine, phase):
+        if engine == "stock_sd_k3":
+            return 0.5 if (phase - first_moving) % 2 == 0 else 2.0
+        return 1.0
+
+    moving = real_pair.summarize(samples(seconds))["moving"]
+    tokens = sum(64 * n for n, _ in real_pair.MOVING)
+    even = sum(0.5 if i % 2 == 0 else 1.0 for i in range(len(real_pair.MOVING)))
+    assert moving["per_phase_ceiling_tok_s"] == pytest.approx(tokens / even)
+    assert moving["per_phase_ceiling_tok_s"] > max(moving["tok_s"][e] for e in ("no_sd", "stock_sd_k1", "stock_sd_k3"))
+    assert moving["auto_vs_ceiling"] == pytest.approx(moving["tok_s"]["minedraft_auto"] / (tokens / even))
+    assert "| moving (per-phase ceiling" in real_pair.markdown(
+        real_pair.summarize(samples(seconds)), {"models": "m", "device_label": "cpu", "date": "d",
+                                                "output_tokens": 64, "rounds": 2})
+
+
+def test_prompts_of_a_kind_differ_from_request_to_request():
+    for kind in real_pair.TEMPERATURE:
+        texts = real_pair.prompt_texts(kind, 32)
+        assert len(set(texts)) == 32
