@@ -20,8 +20,9 @@ is predicted from the loads that were, from its first step.
 * Hysteresis. At the same load (running decodes within a power of two) the choice moves only to a
   depth predicted to beat the current one by ``margin``; a new load takes its best depth at once.
 * Catch-up. Leaving depth 0 costs a draft model or EAGLE head a catch-up over every token it skipped
-  (worker/draft_catch_up.py), paid once: it counts against a depth > 0 spread over the steps the
-  running requests have left (their remaining ``max_tokens``, at that depth's tokens per step).
+  (worker/draft_catch_up.py), and drafting for new requests its prefill of their prompts, paid once:
+  it counts against a depth > 0 spread over the steps the running requests have left (their
+  remaining ``max_tokens``, at that depth's tokens per step).
 * Re-check. At depth 0 acceptance is not measured, and the text may change. Where a depth > 0
   could pay with every draft accepted, one step drafts at the shallowest such depth once the
   acceptance measured last is older than its cost over ``recheck_budget`` (at least
@@ -148,8 +149,8 @@ class DepthController:
     # ----------------------------------------------------------- measurement
     def observe_step(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0) -> None:
         """A finished step: its ``decodes`` requests, the ``depth`` it drafted at, the ``tokens`` the
-        target computed (prompt, decode and verified draft tokens), the tokens the drafter caught up
-        on, and its duration."""
+        target computed (prompt, decode and verified draft tokens), the tokens the drafter ran over once
+        (a catch-up of skipped tokens, a prompt's draft prefill), and its duration."""
         self.steps += 1
         self.seconds += seconds
         self.costs.observe(decodes, depth, tokens, seconds, catch_up)
