@@ -86,6 +86,8 @@ class MineDraftScheduler(Scheduler):
     # The step scheduled last; the next schedule() times it once
     # update_from_output has counted its output tokens.
     _last_step: _StepRecord | None = None
+    # Set in __init__; here too so that a scheduler vLLM's own tests build around __init__ has it.
+    depth_controller: DepthController | None = None
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
