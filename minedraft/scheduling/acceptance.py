@@ -71,15 +71,14 @@ class Acceptance:
             out.append(rate)
         return out
 
-    def expected_tokens(self, depth: int) -> float:
-        """A request's tokens from a step verifying ``depth`` drafts: the accepted run and the
+    def expected_tokens(self) -> list[float]:
+        """A request's tokens from a step verifying 0..max_depth drafts: the accepted run and the
         target's own token. A position never measured counts as accepted: its first steps measure it."""
-        total, run = 1.0, 1.0
-        for rate in self.per_position()[:depth]:
+        totals, run = [1.0], 1.0
+        for rate in self.per_position():
             run *= 1.0 if rate is None else rate
-            total += run
-        return total
-
+            totals.append(totals[-1] + run)
+        return totals
 
 def geometric_tokens(acceptance: float, depth: int) -> float:
     """A request's tokens from a step at ``depth`` when every position's acceptance is ``acceptance``."""

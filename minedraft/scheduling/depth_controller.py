@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from minedraft.scheduling.acceptance import Acceptance
-from minedraft.scheduling.depth_prior import max_gain
+from minedraft.scheduling.depth_prior import ruled_out_depths
 from minedraft.scheduling.mode_policy import decode_bucket
 from minedraft.scheduling.step_costs import StepCosts
 
@@ -96,10 +96,8 @@ class DepthController:
         return chosen
 
     def starting_depth(self) -> int:
-        if self.draft_ratio is None:
-            return self.max_depth
-        paying = [d for d in range(1, self.max_depth + 1) if max_gain(d, self.draft_ratio) > 1 + self.margin]
-        return max(paying, default=0)
+        ruled_out = ruled_out_depths(self.max_depth, self.draft_ratio, self.margin)
+        return max(d for d in range(self.max_depth + 1) if d not in ruled_out)
 
     def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
                 ceiling: bool = False) -> list[float]:
@@ -108,9 +106,9 @@ class DepthController:
         seconds = self.costs.seconds(decodes, self.max_depth)
         catch_up_s = self.costs.catch_up_seconds(decodes, catch_up) if catch_up else 0.0
         left = DEFAULT_REMAINING if remaining is None else max(remaining, 1.0)
+        tokens = [d + 1.0 for d in range(self.max_depth + 1)] if ceiling else self.acceptance.expected_tokens()
         rates = []
-        for depth, step in enumerate(seconds):
-            per_request = depth + 1.0 if ceiling else self.acceptance.expected_tokens(depth)
+        for depth, (step, per_request) in enumerate(zip(seconds, tokens)):
             if depth > 0 and catch_up_s > 0:
                 step += catch_up_s / max(1.0, left / per_request)
             rates.append(decodes * per_request / step if step > 0 else 0.0)

@@ -15,9 +15,9 @@ times the tokens per second of depth 0 (speculation off). A same-shaped draft
 target's weights is bounded only at 3.2x for k' = 3. The bound is optimistic
 for speculation (per-forward overheads, a less efficient smaller model, a
 verification dearer than one forward all lower the real gain), so what it
-rules out is safe to rule out: the depth controller starts a load at 0 when
-it rules out every depth and leaves ruled-out depths out of its rounds, except
-at its longest wait between rounds (a wrong prior costs a rare probe).
+rules out is safe to rule out: the depth controller starts at the deepest depth
+it does not rule out (0 where it rules out every depth), and the ratio is its
+step-cost model's prior for a draft forward until steps measure one.
 
 No prior (nothing ruled out) where the bound does not hold or is not known:
 methods without a draft model of their own (ngram and suffix draft on the

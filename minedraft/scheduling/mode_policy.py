@@ -35,7 +35,7 @@ durations and reports choice changes through ``on_change``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from minedraft.config.modes import RUNTIME_MODES as MODES
 
@@ -67,49 +67,20 @@ def describe_bucket(bucket: int) -> str:
 
 @dataclass
 class Rate:
-    """Output tokens over seconds of whole steps: measured goodput; and the ceiling, what the
-    same steps would have given out had every draft been accepted."""
+    """Output tokens over seconds of whole steps: measured goodput."""
 
     tokens: int = 0
     seconds: float = 0.0
     steps: int = 0
-    ceiling_tokens: int = 0
-    # Sums of squares and products of the steps' tokens and seconds: the rate's standard error.
-    tokens_sq: float = 0.0
-    seconds_sq: float = 0.0
-    tokens_seconds: float = 0.0
 
-    def add(self, tokens: int, seconds: float, ceiling_tokens: int | None = None) -> None:
+    def add(self, tokens: int, seconds: float) -> None:
         self.tokens += tokens
         self.seconds += seconds
         self.steps += 1
-        self.ceiling_tokens += tokens if ceiling_tokens is None else ceiling_tokens
-        self.tokens_sq += tokens * tokens
-        self.seconds_sq += seconds * seconds
-        self.tokens_seconds += tokens * seconds
 
     @property
     def per_second(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def standard_error(self) -> float:
-        """Of ``per_second``, a ratio of sums over the steps (its first-order variance estimate); inf
-        below 2 steps. Steps slowed by the machine widen it, so a window taken in a busy moment
-        decides less."""
-        if self.steps < 2 or self.seconds <= 0:
-            return float("inf")
-        rate = self.per_second
-        residual = self.tokens_sq - 2 * rate * self.tokens_seconds + rate * rate * self.seconds_sq
-        return (max(residual, 0.0) * self.steps / (self.steps - 1)) ** 0.5 / self.seconds
-
-    @property
-    def ceiling_per_second(self) -> float:
-        return self.ceiling_tokens / self.seconds if self.seconds > 0 else 0.0
-
-    def plus(self, other: Rate) -> Rate:
-        """Both windows' steps as one window."""
-        return Rate(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Rate)))
 
 
 # Predicted parallel / plain-SD tokens/s at a load; None: no prior (measure).

@@ -81,10 +81,6 @@ class StepCosts:
     def known(self) -> bool:
         return bool(self.cells)
 
-    def measured(self, decodes: int, depth: int) -> bool:
-        """Whether steps at this load's bucket and ``depth`` were measured (not only predicted)."""
-        return (decode_bucket(decodes), depth) in self.cells
-
     def seconds(self, decodes: int, max_depth: int) -> list[float]:
         """The predicted seconds of a decode step of ``decodes`` requests at each depth 0..``max_depth``,
         nothing to catch up; non-decreasing in depth."""
