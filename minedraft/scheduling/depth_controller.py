@@ -14,9 +14,11 @@ measured step, at every load and depth, refines one linear model of a step's cos
 is predicted from the loads that were, from its first step.
 
 * Start. Before any step is measured, the deepest depth that can beat speculation off with every
-  draft accepted, at the draft's cost ratio where known (scheduling/depth_prior.py: a draft as
-  large as the target starts at 0), else K: what stock speculative decoding runs. Where a position's
-  acceptance is not measured yet it counts as accepted (optimistic): its first steps measure it.
+  draft accepted, at the draft's cost ratio where known (scheduling/depth_prior.py), else K: what
+  stock speculative decoding runs. A depth that bound rules out is never run; where it rules out
+  every depth > 0 (a draft as large as the target) each step is at depth 0 and nothing is measured.
+  Where a position's acceptance is not measured yet it counts as accepted (optimistic): its first
+  steps measure it.
 * Hysteresis. At the same load (running decodes within a power of two) the choice moves only to a
   depth predicted to beat the current one by ``margin``; a new load takes its best depth at once.
 * Catch-up. Leaving depth 0 costs a draft model or EAGLE head a catch-up over every token it skipped
@@ -66,6 +68,8 @@ class DepthController:
     _reported_at: float | None = None
     _unreported: int = 0
     _recheck_from: float = 0.0  # a re-check's wait counts from here
+    _start: int = field(init=False)  # the depth before anything is measured
+    _depths: tuple[int, ...] = field(init=False)  # the depths the prior does not rule out
 
     def __post_init__(self) -> None:
         if self.max_depth < 0:
@@ -73,19 +77,25 @@ class DepthController:
         ratio = DEFAULT_DRAFT_RATIO if self.draft_ratio is None else self.draft_ratio
         self.costs = StepCosts(draft_ratio=ratio)
         self.acceptance = Acceptance(self.max_depth)
+        ruled_out = ruled_out_depths(self.max_depth, self.draft_ratio, self.margin)
+        self._depths = tuple(d for d in range(self.max_depth + 1) if d not in ruled_out)
+        self._start = self._depths[-1]
 
     # ----------------------------------------------------------- decisions
     def depth(self, decodes: int, catch_up: int = 0, remaining: float | None = None) -> int:
         """The depth for the decode steps of ``decodes`` requests; ``catch_up``: the tokens the drafter
         would run over once before drafting them (skipped ones, prompts), ``remaining``: the tokens a
         request has left (typically)."""
-        if decodes <= 0 or self.max_depth == 0:
+        if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
         start = self.starting_depth()
-        if not self.costs.known or (start > 0 and self.acceptance.last_seen is None):
-            return self._settle(start, decodes, None)  # its first steps measure acceptance and costs
+        if (not self.costs.known or self.costs.seconds(decodes, 0)[0] <= 0
+                or (start > 0 and self.acceptance.last_seen is None)):
+            # Its first steps measure acceptance and costs (a step of prompts alone cannot tell a
+            # decode step's cost yet).
+            return self._settle(start, decodes, None)
         rates = self.goodput(decodes, catch_up, remaining)
-        best = max(range(len(rates)), key=lambda d: (rates[d], -d))
+        best = max(self._depths, key=lambda d: (rates[d], -d))
         same_load = self._choice is not None and decode_bucket(decodes) == self._load
         current = self._choice if same_load else best
         chosen = best if rates[best] > rates[current] * (1 + self.margin) else current
@@ -96,8 +106,13 @@ class DepthController:
         return chosen
 
     def starting_depth(self) -> int:
-        ruled_out = ruled_out_depths(self.max_depth, self.draft_ratio, self.margin)
-        return max(d for d in range(self.max_depth + 1) if d not in ruled_out)
+        return self._start
+
+    @property
+    def can_speculate(self) -> bool:
+        """Whether any depth > 0 can pay: where the prior rules every one out (a draft as large as the
+        target), the depth is 0 on every step and nothing needs measuring."""
+        return len(self._depths) > 1
 
     def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
                 ceiling: bool = False) -> list[float]:
@@ -131,7 +146,7 @@ class DepthController:
     def _recheck(self, decodes: int, catch_up: int, remaining: float | None, at_zero: float) -> int:
         """Depth 0, or a re-check's depth when one is due (see the module)."""
         ceiling = self.goodput(decodes, 0, remaining, ceiling=True)
-        probe = next((d for d in range(1, self.max_depth + 1) if ceiling[d] > at_zero * (1 + self.margin)), None)
+        probe = next((d for d in self._depths[1:] if ceiling[d] > at_zero * (1 + self.margin)), None)
         if probe is None:
             return 0  # no acceptance could make drafting pay here
         seconds = self.costs.seconds(decodes, probe)
@@ -149,6 +164,8 @@ class DepthController:
         """A finished step: its ``decodes`` requests, the ``depth`` it drafted at, the ``tokens`` the
         target computed (prompt, decode and verified draft tokens), the tokens the drafter ran over once
         (a catch-up of skipped tokens, a prompt's draft prefill), and its duration."""
+        if not self.can_speculate:
+            return
         self.steps += 1
         self.seconds += seconds
         self.costs.observe(decodes, depth, tokens, seconds, catch_up)

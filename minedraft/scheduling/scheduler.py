@@ -117,6 +117,8 @@ class MineDraftScheduler(Scheduler):
         # number of each request's drafts the target verifies; elsewhere the depth vLLM drafts at.
         self._verified_depth_only = False
         self.depth_controller = self._make_depth_controller()
+        if self.depth_controller is not None:
+            self._depth = self.depth_controller.starting_depth()
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
         # Whether the step scheduled last can have drafts to collect (expects_draft_tokens).
@@ -133,6 +135,8 @@ class MineDraftScheduler(Scheduler):
         self._drafter_catches_up = catches_up(spec, self.settings, self.vllm_config.model_config.uses_mrope)
         self._arrivals_skip_drafting = self._first_token_early and self._drafter_catches_up
         self._held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
+        # The KV slots vLLM reserves past each scheduled request's tokens for its drafter (K a step).
+        self._lookahead_slots = self.num_lookahead_tokens
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
@@ -189,6 +193,8 @@ class MineDraftScheduler(Scheduler):
         started = time.perf_counter()
         self._time_finished_step(started)
         load = self._current_load()
+        if self.depth_controller is not None:
+            self._reserve_draft_slots(load.k)
         # Depth 0 drafts nothing: no step to overlap.
         allowed = load.k > 0 and self.mode_policy.parallel_allowed(load)
         self._hold_back_for_this_step(allowed)
@@ -236,6 +242,8 @@ class MineDraftScheduler(Scheduler):
         prefilling ones and the waiting ones the batch has room for). The choice is the best depth for
         their decode steps; what drafting costs once (a catch-up of skipped tokens, the draft's prefill
         of the prompts) is weighed against the tokens they have left."""
+        if not self.depth_controller.can_speculate:
+            return  # depth 0 on every step (its starting depth)
         room = max(self.max_num_running_reqs - len(self.running), 0)
         starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
         requests = decodes + starting
@@ -251,12 +259,21 @@ class MineDraftScheduler(Scheduler):
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.depth_rechecks += self.depth_controller.rechecks - rechecks
 
+    def _reserve_draft_slots(self, depth: int) -> None:
+        """KV slots past a request's scheduled tokens only where this step's drafter writes there. A
+        drafter that skips its depth-0 call (config/catch_up.py) writes nothing at depth 0: such a step
+        reserves no slots for it, where vLLM reserves K whatever the depth (its drafter still runs),
+        so that a load held at depth 0 by a short KV cache is preempted no more than the target alone.
+        A step at depth > 0 reserves K again before its drafter runs; the tokens it catches up on have
+        their slots (the target computed them)."""
+        self.num_lookahead_tokens = 0 if depth == 0 and self._drafter_catches_up else self._lookahead_slots
+
     def _count_skipped(self, scheduled: dict[str, int], depth: int) -> int:
         """The tokens a drafter that skips depth-0 calls (config/catch_up.py) runs its model over in this
         step besides the decodes' own: at a depth > 0, the tokens each request skipped at depth 0 (its
         catch-up) and the prompt tokens scheduled now (the draft's prefill, the same work); at depth 0
         each request's tokens are noted as skipped instead."""
-        if not self._drafter_catches_up or self.depth_controller is None:
+        if not self._drafter_catches_up or self.depth_controller is None or not self.depth_controller.can_speculate:
             return 0
         extra = 0
         for rid, tokens in scheduled.items():

@@ -186,6 +186,26 @@ def test_a_draft_as_large_as_the_target_starts_at_zero():
     assert DepthController(max_depth=3).depth(4) == 3
 
 
+def test_where_the_prior_rules_out_every_depth_nothing_is_drafted_or_measured():
+    """A draft as large as the target cannot pay at any acceptance: depth 0 on every step, no re-check,
+    even where the fake engine's drafts would be cheap enough to pay, and no step is modelled."""
+    controller = DepthController(max_depth=3, draft_ratio=1.0)
+    assert not controller.can_speculate
+    assert run(controller, FakeEngine(draft_fixed=0.0, draft_per_request=0.0, acceptance=1.0), 4, 200) == [0] * 200
+    assert controller.rechecks == 0 and not controller.costs.known
+
+
+def test_a_cost_fit_from_prompt_steps_alone_does_not_decide_a_decode_steps_depth():
+    """Steps of long prompt chunks alone can fit a decode step's cost at 0 s or less (their cost bends
+    with the tokens): the controller keeps its starting depth until the prediction makes sense."""
+    controller = DepthController(max_depth=3)
+    controller.observe_verification([(3, 3)])
+    controller.observe_step(1, 0, 128, 0.05)
+    controller.observe_step(1, 0, 64, 0.01)
+    assert controller.costs.seconds(1, 0)[0] <= 0
+    assert controller.depth(1) == 3
+
+
 def test_changes_are_reported_with_the_predicted_rates():
     changes = []
     controller = DepthController(max_depth=3, on_change=changes.append)

@@ -13,6 +13,7 @@ from scheduler_harness import FakeWorker, make_request, make_scheduler, prefille
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
+from minedraft.scheduling.depth_controller import DepthController
 from minedraft.scheduling.mode_policy import ModePolicy
 from minedraft.scheduling.scheduler import MineDraftScheduler, _fixed_depth_drafter
 
@@ -365,10 +366,13 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
+    # The kit's draft is as large as the target, which rules out every depth > 0 (depth_prior.py): a
+    # controller without that prior, whose choices the test makes.
+    sched.depth_controller = DepthController(3)
     for i in range(4):
         sched.add_request(make_request(f"r{i}", 10, 40))
     worker = FakeWorker(3, lambda rid, n: n)
-    worker.step(sched, sched.schedule())  # the prefill, at K
+    worker.step(sched, sched.schedule())  # the prefill, at the starting depth K: the draft's prefill
     depth = 0
     monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
     observed = []
@@ -376,10 +380,9 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     for depth in (0, 0, 3, 3):
         worker.step(sched, sched.schedule())
     sched.schedule()  # times the last step
-    # A draft as large as the target starts at depth 0 (depth_prior.py): the prefill step skipped too.
-    assert [depth for _, depth, *_ in observed] == [0, 0, 0, 3, 3]
-    skipped = sum(tokens for _, _, tokens, _, _ in observed[:3])
-    assert [catch_up for *_, catch_up in observed] == [0, 0, 0, skipped, 0]
+    assert [depth for _, depth, *_ in observed] == [3, 0, 0, 3, 3]
+    skipped = sum(tokens for _, _, tokens, _, _ in observed[1:3])
+    assert [catch_up for *_, catch_up in observed] == [4 * 10, 0, 0, skipped, 0]
 
 
 @pytest.mark.parametrize(("mode", "first_token", "expected"), [
@@ -448,3 +451,19 @@ def test_a_drafter_without_a_forward_drafts_inline_as_vllm(model_dir, monkeypatc
     sched = make_scheduler(model_dir, MineDraftScheduler)  # the harness's speculative config: ngram
     sched.add_request(make_request("solo", 10, 20))
     assert not sched.schedule().drafts_after_output
+
+
+@pytest.mark.parametrize(("can_speculate", "blocks"), [(False, 1), (True, 2)])
+def test_a_depth_zero_step_reserves_no_kv_slots_for_drafts(model_dir, monkeypatch, can_speculate, blocks):
+    """vLLM reserves K slots past each request's tokens for its drafter; a draft model skips its depth-0
+    call, so a step at depth 0 reserves none: a request of 15 tokens holds one block of 16, as it
+    would with the target alone, and two where the step drafts (15 + K = 18)."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=4, max_model_len=128, draft_model=True)
+    if can_speculate:
+        sched.depth_controller = DepthController(3)  # no prior: it starts at K
+    assert sched.depth_controller.can_speculate is can_speculate  # the kit's draft is as large as the target
+    sched.add_request(make_request("r0", 15, 8))
+    out = sched.schedule()
+    assert out.num_spec_tokens_to_schedule == (3 if can_speculate else 0)
+    assert len(sched.kv_cache_manager.get_block_ids("r0")[0]) == blocks
