@@ -94,11 +94,13 @@ def tokenized(target: Path, kind: str, n: int) -> list[list[int]]:
     return [tokenizer(text)["input_ids"] for text in prompt_texts(kind, n)]
 
 
-def workload(target: Path, output_tokens: int) -> list[dict]:
-    """Every phase as :func:`sweep.measure` takes it, steady loads first, each with its ``part`` and label."""
+def workload(target: Path, output_tokens: int, parts: str = "steady,moving") -> list[dict]:
+    """Every phase of ``parts`` as :func:`sweep.measure` takes it, steady loads first, each with its ``part``
+    and label."""
     prompts = {kind: tokenized(target, kind, max(STEADY)) for kind in TEMPERATURE}
     plan = [{"part": "steady", "requests": n, "text": "code"} for n in STEADY]
     plan += [{"part": "moving", "requests": n, "text": text} for n, text in MOVING]
+    plan = [{**phase, "index": i} for i, phase in enumerate(plan) if phase["part"] in parts.split(",")]
     for phase in plan:
         phase["command"] = {"prompts": prompts[phase["text"]][:phase["requests"]], "output_tokens": output_tokens,
                             "temperature": TEMPERATURE[phase["text"]]}
@@ -128,8 +130,8 @@ def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, 
             shift = r % len(names)
             for name in names[shift:] + names[:shift]:
                 results = pool.get((name,), *specs[name]).run_phases([p["command"] for p in plan])
-                for i, (phase, result) in enumerate(zip(plan, results)):
-                    samples.append({"engine": name, "round": r, "phase": i, "part": phase["part"],
+                for phase, result in zip(plan, results):
+                    samples.append({"engine": name, "round": r, "phase": phase["index"], "part": phase["part"],
                                     "text": phase["text"], "requests": phase["requests"], **result})
                 sweep.say(f"  round {r} {name}: " + " ".join(f"{res['tok_s']:.0f}" for res in results))
     finally:
@@ -243,8 +245,11 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--groups", default="ABC",
                         help="which engine groups to run (A with any of B, C, D; D, stock SD at k = 2, not by default)")
+    parser.add_argument("--parts", default="steady,moving", choices=("steady,moving", "steady", "moving"),
+                        help="the steady loads, the load that moves, or both")
     parser.add_argument("--merge", action="store_true",
-                        help="keep the committed JSON's samples of the groups not named in --groups")
+                        help="keep the committed JSON's samples of the groups not named in --groups (and of "
+                             "the parts not named in --parts)")
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     return sweep.inherit_workload(parser.parse_args(argv))
 
@@ -258,12 +263,13 @@ def main(argv=None) -> None:
         if not (args.pair / "done").exists():
             sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
         setup = setup_for(args.pair, args)
-        plan = workload(args.pair / "target", args.output_tokens)
+        plan = workload(args.pair / "target", args.output_tokens, args.parts)
         log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
         print(f"worker logs: {log_dir}", flush=True)
         started, samples = time.perf_counter(), []
         if args.merge and path.exists():  # the groups not run now, from the committed JSON
-            samples = [s for s in json.loads(path.read_text())["samples"] if GROUP_OF[s["engine"]] not in args.groups]
+            samples = [s for s in json.loads(path.read_text())["samples"]
+                       if GROUP_OF[s["engine"]] not in args.groups or s["part"] not in args.parts]
         for group in args.groups:
             samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,

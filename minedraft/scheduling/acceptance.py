@@ -11,8 +11,11 @@ first rejected draft does not read as a drafter that never helps.
 
 A position not measured within ``forget_s`` of position 1's last measurement (the steps drafted
 shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with the position
-before it: the text may have changed since. A position never measured reads as None (counted as
-accepted in a prediction: its first steps measure it).
+before it where position 1 now accepts more than it did then (by ``rise``): the text changed for
+the better, and what the deeper position measured was of the old one. Where position 1 did not rise
+(the steps drafted shallower because the deeper positions were measured poor) it keeps its own: a
+depth measured to lose is not tried again every ``forget_s``. A position never measured reads as None
+(counted as accepted in a prediction: its first steps measure it).
 """
 
 from __future__ import annotations
@@ -29,15 +32,18 @@ class Acceptance:
     forget_s: float = 1.0  # a position unmeasured for longer discounts what it knew by exp(-seconds / forget_s)
     prior: float = 0.5
     prior_trials: float = 2.0
+    rise: float = 0.1  # position 1's rise over its rate when a stale position was measured: a new text
     trials: list[float] = field(default_factory=list)  # by position 1..max_depth, discounted
     hits: list[float] = field(default_factory=list)
     seen_at: list[float] = field(default_factory=list)  # the time each position was last measured
+    first_then: list[float] = field(default_factory=list)  # position 1's rate at each one's last measurement
     last_seen: float | None = None  # when any position was last measured
 
     def __post_init__(self) -> None:
         self.trials = [0.0] * self.max_depth
         self.hits = [0.0] * self.max_depth
         self.seen_at = [-math.inf] * self.max_depth
+        self.first_then = [0.0] * self.max_depth
 
     def observe(self, verified: Iterable[tuple[int, int]], now: float) -> None:
         """One step's requests as (drafts verified, drafts accepted)."""
@@ -55,6 +61,10 @@ class Acceptance:
             self.hits[j] = keep * self.hits[j] + hits
             self.seen_at[j] = now
             self.last_seen = now
+        first = self.rates[0] if self.max_depth else None
+        for j, trials in enumerate(reached):
+            if trials and first is not None:
+                self.first_then[j] = first
 
     @property
     def rates(self) -> list[float | None]:
@@ -65,8 +75,10 @@ class Acceptance:
     def per_position(self) -> list[float | None]:
         """Positions 1..max_depth as used for a prediction (stale ones stand in with the one before)."""
         out: list[float | None] = []
-        for j, rate in enumerate(self.rates):
-            if j > 0 and rate is not None and self.seen_at[0] - self.seen_at[j] > self.forget_s:
+        rates = self.rates
+        for j, rate in enumerate(rates):
+            if (j > 0 and rate is not None and self.seen_at[0] - self.seen_at[j] > self.forget_s
+                    and rates[0] > self.first_then[j] + self.rise):
                 rate = out[-1]
             out.append(rate)
         return out

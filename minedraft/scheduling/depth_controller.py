@@ -26,10 +26,11 @@ is predicted from the loads that were, from its first step.
   it counts against a depth > 0 spread over the steps the running requests have left (their
   remaining ``max_tokens``, at that depth's tokens per step).
 * Re-check. At depth 0 acceptance is not measured, and the text may change. Where a depth > 0
-  could pay with every draft accepted, one step drafts at the shallowest such depth once the
-  acceptance measured last is older than its cost over ``recheck_budget`` (at least
-  ``min_recheck_s``): re-checks take about that share of the run's time, counted in seconds, not
-  steps, whatever a step costs.
+  could pay with every draft accepted, the shallowest such depth is drafted for ``recheck_drafts``
+  requests' steps (one step of 8 requests, four of 2: a step of one or two requests tells little
+  against the prior) once the acceptance measured last is older than the re-check's cost over
+  ``recheck_budget`` (at least ``min_recheck_s``): re-checks take about that share of the run's
+  time, counted in seconds, not steps, whatever a step costs.
 
 Outputs never depend on the depth (verification is exact); only speed does. No clock: the scheduler
 feeds it step durations, and its time is the sum of them.
@@ -56,6 +57,7 @@ class DepthController:
     margin: float = 0.03
     recheck_budget: float = 0.03
     min_recheck_s: float = 1.0
+    recheck_drafts: int = 8  # a re-check drafts for this many requests' steps: one step of 8, 4 of 2
     on_change: Callable[[str], None] | None = None
     costs: StepCosts = field(init=False)
     acceptance: Acceptance = field(init=False)
@@ -68,6 +70,8 @@ class DepthController:
     _reported_at: float | None = None
     _unreported: int = 0
     _recheck_from: float = 0.0  # a re-check's wait counts from here
+    _recheck_steps: int = 0  # steps left of the re-check under way
+    _recheck_depth: int = 0
     _start: int = field(init=False)  # the depth before anything is measured
     _depths: tuple[int, ...] = field(init=False)  # the depths the prior does not rule out
 
@@ -88,6 +92,9 @@ class DepthController:
         request has left (typically)."""
         if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
+        if self._recheck_steps > 0:  # a re-check under way (_recheck)
+            self._recheck_steps -= 1
+            return self._recheck_depth
         start = self.starting_depth()
         if (not self.costs.known or self.costs.seconds(decodes, 0)[0] <= 0
                 or (start > 0 and self.acceptance.last_seen is None)):
@@ -149,13 +156,15 @@ class DepthController:
         probe = next((d for d in self._depths[1:] if ceiling[d] > at_zero * (1 + self.margin)), None)
         if probe is None:
             return 0  # no acceptance could make drafting pay here
+        steps = -(-self.recheck_drafts // decodes)  # enough drafts to tell acceptance from the prior
         seconds = self.costs.seconds(decodes, probe)
-        cost = seconds[probe] - seconds[0] + self.costs.catch_up_seconds(decodes, catch_up)
+        cost = steps * (seconds[probe] - seconds[0]) + self.costs.catch_up_seconds(decodes, catch_up)
         wait = max(self.min_recheck_s, cost / self.recheck_budget)
         last = self.acceptance.last_seen if self.acceptance.last_seen is not None else -wait
         if self.seconds - max(last, self._recheck_from) < wait:
             return 0
         self._recheck_from = self.seconds
+        self._recheck_steps, self._recheck_depth = steps - 1, probe
         self.rechecks += 1
         return probe
 

@@ -15,7 +15,8 @@ from minedraft.scheduling.depth_controller import DepthController
 @dataclass
 class FakeEngine:
     """Steps cost ``fixed + per_token * tokens + depth * (draft_fixed + draft_per_request * decodes)``
-    seconds; each draft is accepted with ``acceptance`` given the one before."""
+    seconds; each draft is accepted with ``acceptance`` given the one before (from the second on with
+    ``deeper``, where set)."""
 
     fixed: float = 0.010
     per_token: float = 0.001
@@ -25,6 +26,7 @@ class FakeEngine:
     catch_up_per_token: float = 0.0
     noise: float = 0.0
     seed: int = 0
+    deeper: float | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -38,10 +40,20 @@ class FakeEngine:
     def rates(self, decodes: int, max_depth: int) -> list[float]:
         """The true goodput at each depth, in the steady state (no noise)."""
         noise, self.noise = self.noise, 0.0
-        rates = [decodes * sum(self.acceptance ** i for i in range(d + 1)) / self.seconds(decodes, d, decodes * d)
-                 for d in range(max_depth + 1)]
+        rates = [decodes * self.tokens(d) / self.seconds(decodes, d, decodes * d) for d in range(max_depth + 1)]
         self.noise = noise
         return rates
+
+    def accepts(self, position: int) -> float:
+        return self.acceptance if position == 0 or self.deeper is None else self.deeper
+
+    def tokens(self, depth: int) -> float:
+        """A request's expected tokens from a step verifying ``depth`` drafts."""
+        total, run = 1.0, 1.0
+        for position in range(depth):
+            run *= self.accepts(position)
+            total += run
+        return total
 
     def best(self, decodes: int, max_depth: int) -> int:
         rates = self.rates(decodes, max_depth)
@@ -54,7 +66,7 @@ class FakeEngine:
         for request in range(decodes):
             drafts = self.pending.get(request, 0)
             taken = 0
-            while taken < drafts and self.rng.random() < self.acceptance:
+            while taken < drafts and self.rng.random() < self.accepts(taken):
                 taken += 1
             if drafts:
                 verified.append((drafts, taken))
@@ -128,8 +140,8 @@ def test_a_change_of_text_is_seen_within_a_few_steps():
 
 
 def test_depth_zero_rechecks_acceptance_at_a_bounded_share_of_time():
-    """At depth 0 acceptance goes stale: a re-check drafts one step, spaced by its cost over the budget
-    (at least min_recheck_s of the fake clock), and a text the drafter predicts again is found."""
+    """At depth 0 acceptance goes stale: a re-check drafts one step of 8 requests, spaced by its cost over
+    the budget (at least min_recheck_s of the fake clock), and a text the drafter predicts again is found."""
     engine = FakeEngine(acceptance=0.0)
     controller = DepthController(max_depth=3, recheck_budget=0.05, min_recheck_s=1.0)
     depths = run(controller, engine, 8, 2000)
@@ -141,6 +153,38 @@ def test_depth_zero_rechecks_acceptance_at_a_bounded_share_of_time():
     engine.acceptance = 0.9
     later = run(controller, engine, 8, 400)
     assert later[-1] > 0 and near_best(engine, 8, later[-10:], 3)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_recheck_of_few_requests_drafts_enough_steps_to_see_a_new_text(seed):
+    """Two requests: a re-check drafts four steps (8 requests' drafts, not 2 that the prior outweighs),
+    and the first re-check after the text turns predictable finds it."""
+    engine = FakeEngine(acceptance=0.0, seed=seed)
+    controller = DepthController(max_depth=3, min_recheck_s=1.0)
+    depths = run(controller, engine, 2, 400)
+    rechecks = controller.rechecks
+    assert rechecks and depths[-1] == 0
+    drafting_runs = [len(run) for run in "".join("d" if d else "." for d in depths[20:]).split(".") if run]
+    assert drafting_runs and set(drafting_runs) == {4}
+    engine.acceptance = 0.85
+    later = run(controller, engine, 2, 400)
+    first = later.index(next(d for d in later if d)) + 4  # the first re-check's steps
+    assert controller.rechecks >= rechecks + 1
+    assert all(later[first + 2:first + 40]), later[first:first + 40]
+
+
+def test_a_depth_measured_to_lose_is_not_tried_again_while_the_text_holds():
+    """A head whose first draft is accepted and later ones never (the kit's EAGLE-3 head): depth 1 wins.
+    Positions 2 and 3, unmeasured once the steps draft at 1, keep what they measured while position 1
+    holds, so depth 3 is not tried again every second; when position 1 rises (a new text) they are."""
+    engine = FakeEngine(per_token=0.0002, acceptance=0.7, deeper=0.0)
+    controller = DepthController(max_depth=3)
+    depths = run(controller, engine, 8, 3000)
+    assert engine.best(8, 3) == 1 and depths[-1] == 1
+    assert depths[100:].count(3) <= 5
+    engine.acceptance, engine.deeper = 0.95, 0.95
+    later = run(controller, engine, 8, 400)
+    assert later[-1] >= 2 and near_best(engine, 8, later[-50:], 3)
 
 
 def test_a_recheck_costly_to_catch_up_waits_longer():
