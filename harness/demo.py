@@ -142,7 +142,7 @@ def main() -> None:
     m = auto["metrics"]
     print(f"auto chose its speculation depth per load ({describe_depths(m)}; k'=0: speculation off, the draft\n"
           "model idle). This draft is as large as the target, so no depth can beat speculation off whatever\n"
-          "it accepts (RFC §2.5): auto starts at depth 0 and probes deeper only rarely. It ran "
+          "it accepts (RFC §2.5): auto runs every step at depth 0 and measures nothing. It ran "
           f"{int(m.get('minedraft:parallel_steps', 0))} parallel steps\n"
           f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed): both lanes share this machine's "
           "cores, so parallel steps\ncannot win at equal concurrency (README, performance model).")

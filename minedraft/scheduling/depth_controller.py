@@ -19,6 +19,9 @@ is predicted from the loads that were, from its first step.
   every depth > 0 (a draft as large as the target) each step is at depth 0 and nothing is measured.
   Where a position's acceptance is not measured yet it counts as accepted (optimistic): its first
   steps measure it.
+* Depth 0 measured. A step that drafts at all costs vLLM's speculative path once (step_costs.py's
+  ``s``), which only a step at depth 0 tells apart from the rest: where no load within a power of two
+  has run one, one step runs at depth 0 to measure it.
 * Hysteresis. At the same load (running decodes within a power of two) the choice moves only to a
   depth predicted to beat the current one by ``margin``; a new load takes its best depth at once.
 * Catch-up. Leaving depth 0 costs a draft model or EAGLE head a catch-up over every token it skipped
@@ -108,6 +111,10 @@ class DepthController:
         chosen = best if rates[best] > rates[current] * (1 + self.margin) else current
         self._load = decode_bucket(decodes)
         chosen = self._settle(chosen, decodes, rates)
+        if chosen > 0 and not self.costs.measured_near(decodes, 0):
+            # What a step costs without drafting (vLLM's speculative path left out) cannot be told
+            # from steps that all drafted: one step at depth 0 measures it near this load.
+            return 0
         if chosen == 0:
             return self._recheck(decodes, catch_up, remaining, rates[0])
         return chosen

@@ -2,11 +2,15 @@
 
 A step's time is modelled as linear in what it computes:
 
-    seconds = a + w * tokens + depth * (c + e * decodes) + u * catch_up
+    seconds = a + w * tokens + s * [depth > 0] + depth * (c + e * decodes) + u * catch_up
 
 * ``a``: the fixed cost of a step (launches, metadata, on a memory-bound device most of it);
 * ``w``: the target's cost per scheduled token (prompt tokens, decode tokens and the drafts it
   verifies: ``tokens`` is vLLM's ``total_num_scheduled_tokens``);
+* ``s``: what a step that drafts costs once whatever its depth: vLLM's speculative path (the
+  rejection sampler, the drafts' metadata, the drafter's call and its inputs), which a depth-0 step
+  leaves out (RFC §2.5). Without it a fit over depths 0, 1 and 3 spreads that cost over the depths
+  and predicts depth 1 too cheap (the kit's EAGLE-3 head drafted at 1 where it lost 15 %);
 * ``c + e * decodes``: one draft forward (a draft model runs ``depth`` of them; a drafter that
   drafts in one forward or runs no model has ``c = e = 0`` once measured);
 * ``u``: a token the drafter runs over besides the decodes' own: one it catches up on after skipping
@@ -19,8 +23,8 @@ two away its square (on a CPU the per-token cost bends between one request and 3
 follows it). Where the steps cannot tell the terms apart (a load seen at one depth only, no
 catch-up yet), soft priors decide: a draft forward costs ``draft_ratio`` of a target step of the
 same requests (the weights' ratio, scheduling/depth_prior.py, where known) and a caught-up token
-``draft_ratio`` of a target token. Each prior weighs as ``prior_weight`` steps, so measurements
-override it as soon as they separate the terms.
+``draft_ratio`` of a target token, and ``s`` is 0. Each prior weighs as ``prior_weight`` steps, so
+measurements override it as soon as they separate the terms.
 
 Drafting more never makes a step cheaper: predictions are made non-decreasing in depth.
 Pure Python and NumPy, no clock.
@@ -34,11 +38,11 @@ import numpy as np
 
 from minedraft.scheduling.mode_policy import decode_bucket
 
-FEATURES = 5  # 1, tokens, depth, depth * decodes, catch_up
+FEATURES = 6  # 1, tokens, drafts at all, depth, depth * decodes, catch_up
 
 
 def features(decodes: int, depth: int, tokens: int, catch_up: int = 0) -> np.ndarray:
-    return np.array([1.0, tokens, depth, depth * decodes, catch_up])
+    return np.array([1.0, tokens, float(depth > 0), depth, depth * decodes, catch_up])
 
 
 @dataclass
@@ -83,22 +87,28 @@ class StepCosts:
     def known(self) -> bool:
         return bool(self.cells)
 
+    def measured_near(self, decodes: int, depth: int) -> bool:
+        """Whether a step at ``depth`` has been measured at this load's bucket or a neighbouring one."""
+        level = decode_bucket(max(decodes, 1)).bit_length()
+        return any(d == depth and abs(bucket.bit_length() - level) <= 1 for bucket, d in self.cells)
+
     def seconds(self, decodes: int, max_depth: int) -> list[float]:
         """The predicted seconds of a decode step of ``decodes`` requests at each depth 0..``max_depth``,
         nothing to catch up; non-decreasing in depth."""
-        a, w, c, e, _ = self._fit(decodes)
+        a, w, s, c, e, _ = self._fit(decodes)
+        s = max(s, 0.0)  # drafting never makes a step cheaper (a fit from few depth-0 steps may say so)
         times, floor = [], 0.0
         for depth in range(max_depth + 1):  # features(decodes, depth, decodes * (1 + depth)) @ theta
-            floor = max(floor, a + w * decodes * (1 + depth) + depth * (c + e * decodes))
+            floor = max(floor, a + w * decodes * (1 + depth) + (s if depth else 0.0) + depth * (c + e * decodes))
             times.append(floor)
         return times
 
     def catch_up_seconds(self, decodes: int, tokens: int) -> float:
         """The predicted cost of catching the drafter up on ``tokens`` skipped tokens."""
-        return max(0.0, self._fit(decodes)[4] * tokens)
+        return max(0.0, self._fit(decodes)[5] * tokens)
 
     def _fit(self, decodes: int) -> tuple[float, ...]:
-        """The fitted (a, w, c, e, u) for a load of ``decodes``, solved once per bucket between steps."""
+        """The fitted (a, w, s, c, e, u) for a load of ``decodes``, solved once per bucket between steps."""
         bucket = decode_bucket(max(decodes, 1))
         theta = self._fits.get(bucket)
         if theta is None:
@@ -121,11 +131,12 @@ class StepCosts:
 
     @property
     def _priors(self) -> tuple[np.ndarray, np.ndarray]:
-        """The soft priors' Gram matrices: rows that should be zero, c - r*a, and (per request, so
-        scaled by decodes) e - r*w and u - r*w, r the draft ratio."""
+        """The soft priors' Gram matrices: rows that should be zero, s and c - r*a, and (per request,
+        so scaled by decodes) e - r*w and u - r*w, r the draft ratio."""
         if self._prior_grams is None:
             r = self.draft_ratio
-            step = np.array([-r, 0, 1, 0, 0.0])
-            rows = np.array([[0, -r, 0, 1, 0], [0, -r, 0, 0, 1.0]])
-            self._prior_grams = (np.outer(step, step), rows.T @ rows)
+            # s's prior weighs a tenth of a step: one step at depth 0 must be able to override it.
+            step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
+            rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
+            self._prior_grams = (step.T @ step, rows.T @ rows)
         return self._prior_grams

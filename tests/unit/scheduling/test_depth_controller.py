@@ -15,7 +15,7 @@ from minedraft.scheduling.depth_controller import DepthController
 @dataclass
 class FakeEngine:
     """Steps cost ``fixed + per_token * tokens + depth * (draft_fixed + draft_per_request * decodes)``
-    seconds; each draft is accepted with ``acceptance`` given the one before (from the second on with
+    seconds, and ``speculating`` more at any depth > 0; each draft is accepted with ``acceptance`` given the one before (from the second on with
     ``deeper``, where set)."""
 
     fixed: float = 0.010
@@ -27,6 +27,7 @@ class FakeEngine:
     noise: float = 0.0
     seed: int = 0
     deeper: float | None = None
+    speculating: float = 0.0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -34,7 +35,7 @@ class FakeEngine:
 
     def seconds(self, decodes: int, depth: int, verified: int, catch_up: int = 0) -> float:
         t = (self.fixed + self.per_token * (decodes + verified) + depth * (self.draft_fixed + self.draft_per_request
-             * decodes) + self.catch_up_per_token * catch_up)
+             * decodes) + self.catch_up_per_token * catch_up + (self.speculating if depth else 0.0))
         return t * (1 + self.rng.uniform(-self.noise, self.noise))
 
     def rates(self, decodes: int, max_depth: int) -> list[float]:
@@ -185,6 +186,18 @@ def test_a_depth_measured_to_lose_is_not_tried_again_while_the_text_holds():
     engine.acceptance, engine.deeper = 0.95, 0.95
     later = run(controller, engine, 8, 400)
     assert later[-1] >= 2 and near_best(engine, 8, later[-50:], 3)
+
+
+def test_what_drafting_at_all_costs_is_not_spread_over_the_depths():
+    """vLLM's speculative path costs a step that drafts the same at any depth (rejection sampler,
+    metadata, the drafter's call): a head that accepts its first draft 0.7 of the time then loses at
+    every depth, depth 1 included, though a fit linear in the depth would predict depth 1 a gain."""
+    engine = FakeEngine(per_token=0.0002, draft_fixed=0.0005, draft_per_request=0.0, acceptance=0.7, deeper=0.0,
+                        speculating=0.008)
+    assert engine.best(8, 3) == 0 and engine.rates(8, 3)[1] > 0.9 * engine.rates(8, 3)[0]
+    controller = DepthController(max_depth=3)
+    depths = run(controller, engine, 8, 2000)
+    assert depths[-1] == 0 and sum(1 for d in depths[50:] if d) <= 0.02 * len(depths[50:])
 
 
 def test_a_recheck_costly_to_catch_up_waits_longer():
