@@ -6,8 +6,7 @@ lets a new request skip a held drafting round only where one will follow.
 
 from __future__ import annotations
 
-# Drafters whose skipped calls a catch-up replaces.
-CATCH_UP_METHODS = ("draft_model", "eagle", "eagle3")
+from minedraft.config.methods import method_of
 
 
 def catches_up(speculative_config, settings, uses_mrope: bool) -> bool:
@@ -17,4 +16,4 @@ def catches_up(speculative_config, settings, uses_mrope: bool) -> bool:
     to crash the worker), nor for the process drafter (its engine keeps its own KV cache)."""
     spec = speculative_config
     return (spec is not None and settings.idle_drafter == "skip" and settings.drafter != "process"
-            and spec.method in CATCH_UP_METHODS and not uses_mrope and not spec.parallel_drafting)
+            and method_of(spec).catches_up and not uses_mrope and not spec.parallel_drafting)

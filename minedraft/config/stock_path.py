@@ -22,22 +22,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from minedraft.config.methods import method_of, names_where
 from minedraft.registry import PROPOSER_QUALNAME
-
-OVERLAP_METHODS = ("draft_model", "eagle", "eagle3", "mtp", "medusa", "dflash", "ngram", "suffix")
-
 
 def is_process_drafter(spec: Any) -> bool:
     """The front end gave the target vLLM's ``custom_class`` method with MineDraft's proposer."""
-    return spec.method == "custom_class" and spec.model == PROPOSER_QUALNAME
+    return method_of(spec).custom and spec.model == PROPOSER_QUALNAME
 
 
 def stock_path_reason(vllm_config: Any) -> str | None:
     """Why this configuration cannot overlap yet (one clause), or None where it can."""
     spec = vllm_config.speculative_config
-    if not is_process_drafter(spec) and spec.method not in OVERLAP_METHODS:
+    if not is_process_drafter(spec) and not method_of(spec).overlaps:
         return (f"speculative method {spec.method!r}: MineDraft's deferred draft call is checked for "
-                f"{', '.join(OVERLAP_METHODS)} so far")
+                f"{', '.join(names_where('overlaps'))} so far")
     if vllm_config.parallel_config.data_parallel_size > 1 and vllm_config.model_config.is_moe:
         # A dense model's ranks are independent engines (vLLM's EngineCoreProc per rank), each with
         # MineDraft's scheduler and worker; a MoE model's step in lockstep (DPEngineCoreProc).

@@ -15,15 +15,12 @@ if TYPE_CHECKING:
 
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import MineDraftSettings
-from minedraft.config.stock_path import OVERLAP_METHODS
+from minedraft.config.methods import method_of
 from minedraft.log import get_logger
 
 __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_config", "validate_vllm_config"]
 
 logger = get_logger(__name__)
-
-# The overlapped methods whose drafter is a model in the target's worker (n-gram and suffix run none).
-MODEL_METHODS = tuple(method for method in OVERLAP_METHODS if method not in ("ngram", "suffix"))
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -86,7 +83,8 @@ def _keep_gpu_drafter_eager(vllm_config: VllmConfig) -> None:
     the side stream they replay during the target's. Until the drafter has a pool of its own and
     is captured on the side stream, it runs eager (RFC.md §2.2, Lanes)."""
     spec = vllm_config.speculative_config
-    if spec.method in MODEL_METHODS and not spec.enforce_eager:
+    method = method_of(spec)
+    if method.overlaps and method.runs_model and not spec.enforce_eager:
         logger.info("MineDraft: the in-process drafter runs eager on GPU (speculative enforce_eager=True).")
         spec.enforce_eager = True
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.methods import method_named
 from minedraft.config.placement import DrafterDevice
 from minedraft.log import get_logger
 from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
@@ -54,17 +55,18 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
 
 def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: DrafterDevice) -> None:
     """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
-    method = spec.get("method") or "draft_model"
-    if method not in ("draft_model", "dflash") or not spec.get("model"):
+    name = spec.get("method") or "draft_model"
+    method = method_named(name)
+    if not method.own_engine or not spec.get("model"):
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process runs a draft model in its own engine: the speculative method must be "
-            f"'draft_model' (PARD included) or 'dflash', with a 'model', got method {method!r}, which "
-            f"{_STAYS_IN_PROCESS.get(method, _STAYS_DEFAULT)}; use the in-process drafter (the default).")
-    if method == "dflash" and device.tensor_parallel_size > 1:
+            f"'draft_model' (PARD included) or 'dflash', with a 'model', got method {name!r}, which "
+            f"{method.stays_in_process}; use the in-process drafter (the default).")
+    if method.sends_context and device.tensor_parallel_size > 1:
         raise MineDraftConfigError(
             f"MINEDRAFT_DRAFTER=process with a DFlash draft runs it on one device, got {device}: its engine "
             "is driven in the drafter's process (dflash_engine.py); give it one GPU or a set of cores.")
-    if method == "dflash" and (engine_args.tensor_parallel_size or 1) > 1:
+    if method.sends_context and (engine_args.tensor_parallel_size or 1) > 1:
         # Only rank 0 talks to the drafter and would capture the hidden states; the other ranks' models
         # would differ from its (compiled all-reduce fusions see the extra outputs), which must not be.
         raise MineDraftConfigError(
@@ -84,18 +86,6 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
             f"MINEDRAFT_DRAFTER_DEVICE={device} shares GPU 0 with the target; give the drafter a GPU of its own.")
 
 
-# Why each other method drafts in the target's process (RFC §7, the process drafter).
-_STAYS_DEFAULT = "drafts from the target's hidden states or runs no model"
-_STAYS_IN_PROCESS = {
-    "eagle": "drafts from the target's hidden states (a head, not a model of its own)",
-    "eagle3": "drafts from the target's hidden states (a head, not a model of its own)",
-    "mtp": "drafts with the target's own MTP layers, from its hidden states",
-    "medusa": "drafts from the target's last hidden state (heads, not a model of their own)",
-    "ngram": "runs no model",
-    "suffix": "runs no model",
-}
-
-
 def refuse_on_stock_path(reason: str) -> None:
     """The process drafter has no stock path (vLLM's worker has no draft engine): where MineDraft's
     would run (``reason``: config/stock_path.py), one line."""
@@ -107,7 +97,7 @@ def draft_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: DrafterD
     """``LLM`` keyword arguments of the draft engine: the draft model, the target's numerics. A DFlash
     draft's engine is the target's config without its layers, with the user's DFlash speculative
     config (dflash_engine.py)."""
-    if spec.get("method") == "dflash":
+    if method_named(spec.get("method")).sends_context:
         return _dflash_engine_kwargs(engine_args, spec, device)
     kwargs = {
         "model": spec["model"],

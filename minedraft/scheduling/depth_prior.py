@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from minedraft.config.methods import method_of
 from minedraft.cost_model.profile import ModelShape, draft_cost_ratio
 
 # Keys of Hugging Face configs that mark a mixture of experts (the active weights per token
@@ -78,6 +79,6 @@ def ruled_out_depths(max_depth: int, cost_ratio: float | None, margin: float) ->
 def speculative_cost_ratio(vllm_config: Any, placement: str) -> float | None:
     """``c`` for an engine's speculative config where the bound holds (see the module), else None."""
     spec = vllm_config.speculative_config
-    if spec is None or spec.method != "draft_model" or placement == "dedicated":
+    if not method_of(spec).weight_bound or placement == "dedicated":
         return None
     return cost_ratio(vllm_config.model_config, spec.draft_model_config)

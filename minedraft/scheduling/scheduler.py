@@ -55,6 +55,7 @@ from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
 from minedraft.config.catch_up import catches_up
+from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
@@ -127,7 +128,7 @@ class MineDraftScheduler(Scheduler):
         # Not for the n-gram and suffix drafters: they have no forward to move, and their call's inputs
         # (the whole token table) would be copied for nothing.
         spec = self.vllm_config.speculative_config
-        runs_no_model = spec is not None and (spec.use_ngram() or spec.method == "suffix")
+        runs_no_model = not method_of(spec).runs_model
         self._first_token_early = (self.settings.first_token == "early" and self.settings.mode != "stock"
                                    and not runs_no_model)
         # With a drafter that catches up on a skipped call, every plain SD step holds its drafting until
@@ -450,8 +451,5 @@ def _fixed_depth_drafter(spec) -> str | None:
         # the worker (P-EAGLE on CPU). It drafts K in one forward, so the depth that can move is
         # the number of drafts verified.
         return "parallel drafting"
-    if spec.method == "suffix":
-        return "suffix decoding"  # SuffixDecodingProposer.propose asserts its depth is K
-    if spec.method == "medusa":
-        return "Medusa"  # MedusaProposer.propose asserts its depth is K: one head per draft token
-    return None
+    # SuffixDecodingProposer.propose and MedusaProposer.propose (one head per draft token) assert K.
+    return method_of(spec).drafts_only_k

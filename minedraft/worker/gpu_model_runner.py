@@ -15,6 +15,7 @@ require_supported_vllm()
 
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from minedraft.config.methods import method_of
 from minedraft.worker.lanes import CudaStreamLane, InlineLane, Lane
 from minedraft.worker.runner_mixin import MineDraftRunnerMixin
 
@@ -25,9 +26,9 @@ class MineDraftGPUModelRunner(MineDraftRunnerMixin, GPUModelRunner):
     SUBMIT_BEFORE_TARGET = False
 
     def _make_draft_lane(self) -> Lane:
-        # ngram drafts in host code (numba): run inline right after the target's launch, which
+        # A drafter in host code (n-gram's numba): run inline right after the target's launch, which
         # overlaps the target's GPU time without a stream.
-        if self.settings.lane == "serial" or self.speculative_config.method == "ngram":
+        if self.settings.lane == "serial" or method_of(self.speculative_config).host_code:
             return InlineLane()
         return CudaStreamLane(self.device)
 

@@ -49,6 +49,7 @@ import torch
 from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.catch_up import catches_up
+from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
 from minedraft.process_drafter.proposer import RemoteDraftProposer
@@ -95,7 +96,7 @@ class MineDraftRunnerMixin:
         self.draft_catch_up: DraftCatchUp | None = None
         # The n-gram drafter keeps nothing across calls (it reads the token table each time): a depth-0
         # call is not made, and nothing is caught up after it.
-        self.stateless_drafter = self.speculative_config.method == "ngram"
+        self.stateless_drafter = method_of(self.speculative_config).stateless
         self.draft_probs = self._make_draft_probs()
         self.draft_source = self._make_draft_source()
         self._install_propose_proxy()
@@ -133,7 +134,6 @@ class MineDraftRunnerMixin:
         does a held call the engine core took no drafts of (``skip_held``); an EAGLE head's catch-up
         feeds it the target's hidden states its skipped calls kept (up to ``catch_up_max_mib``). Where
         the scheduler counts on one: ``catches_up``."""
-        method = self.speculative_config.method
         if not catches_up(self.speculative_config, self.settings, self.uses_mrope):
             return None
         # Read at call time: vLLM rebuilds its input batch and sets the block size with the KV cache.
@@ -142,7 +142,7 @@ class MineDraftRunnerMixin:
             computed=lambda row: int(self.input_batch.num_computed_tokens_cpu[row]),
             block_size=lambda: self.drafter.block_size,
             max_tokens=self.vllm_config.scheduler_config.max_num_batched_tokens, device=self.device,
-            keeps_hidden_states=method != "draft_model",
+            keeps_hidden_states=method_of(self.speculative_config).reads_hidden_states,
             max_hidden_bytes=int(self.settings.catch_up_max_mib * 2**20))
 
     # -------------------------------------------------------------- platform hooks (in-process source)
@@ -333,7 +333,7 @@ class MineDraftRunnerMixin:
                                                  spec_decode_metadata.draft_token_ids)
 
     def _propose(self, args: tuple, kwargs: dict):
-        if self.speculative_config.method == "suffix":  # it reads the runner's batch itself (suffix_batch.py)
+        if method_of(self.speculative_config).reads_batch:  # suffix decoding (suffix_batch.py)
             args, kwargs = with_batch_view(args, kwargs, self.input_batch, self.requests.keys())
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)
         if self._defer_this_step:
@@ -343,7 +343,7 @@ class MineDraftRunnerMixin:
         else:
             return self.draft_source.draft_now(call)
         num_reqs = self.input_batch.num_reqs
-        if self.speculative_config.method in ("ngram", "suffix", "custom_class"):  # vLLM's runner takes lists
+        if method_of(self.speculative_config).drafts_as_lists:
             return [[] for _ in range(num_reqs)]
         return placeholder_drafts(num_reqs, self.speculative_config.num_speculative_tokens, self.device)
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from minedraft.config.stock_path import OVERLAP_METHODS, stock_path_reason
+from minedraft.config.methods import names_where
+from minedraft.config.stock_path import stock_path_reason
 from minedraft.registry import PROPOSER_QUALNAME
 
 
@@ -24,7 +25,7 @@ def _config(device: str = "cpu", **changes) -> SimpleNamespace:
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
-@pytest.mark.parametrize("method", OVERLAP_METHODS)
+@pytest.mark.parametrize("method", names_where("overlaps"))
 def test_the_methods_the_deferred_call_covers_overlap(method, device):
     assert stock_path_reason(_config(device, **{"speculative_config.method": method})) is None
 
