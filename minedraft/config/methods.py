@@ -62,11 +62,12 @@ METHODS: dict[str, Method] = {
     "custom_class": Method(drafts_as_lists=True, custom=True),
 }
 UNKNOWN = Method()
+DEFAULT_METHOD = "draft_model"  # vLLM's method where a speculative config with a model names none
 
 
 def method_named(name: str | None) -> Method:
     """The row of method ``name`` (a user's dict may leave it out: vLLM's default, a draft model)."""
-    return METHODS.get(name or "draft_model", UNKNOWN)
+    return METHODS.get(name or DEFAULT_METHOD, UNKNOWN)
 
 
 def method_of(speculative_config: Any) -> Method:

@@ -15,7 +15,7 @@ from typing import Any
 
 from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.config.methods import method_named
+from minedraft.config.methods import DEFAULT_METHOD, method_named
 from minedraft.config.placement import DrafterDevice
 from minedraft.log import get_logger
 from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
@@ -55,7 +55,7 @@ def select_process_drafter(engine_args: Any, settings: Any) -> None:
 
 def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: DrafterDevice) -> None:
     """One line for a speculative config or layout that the process drafter cannot serve, before any model loads."""
-    name = spec.get("method") or "draft_model"
+    name = spec.get("method") or DEFAULT_METHOD
     method = method_named(name)
     if not method.own_engine or not spec.get("model"):
         raise MineDraftConfigError(

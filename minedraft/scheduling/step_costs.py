@@ -60,7 +60,17 @@ class StepCosts:
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     levels: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each cell's bucket.bit_length()
     _fits: dict[int, tuple[float, ...]] = field(default_factory=dict)  # by bucket, until the next step
-    _prior_grams: tuple[np.ndarray, np.ndarray] | None = None
+    # The soft priors' Gram matrices, per step and per request (see __post_init__).
+    _priors: tuple[np.ndarray, np.ndarray] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Rows that should be zero: s and c - r*a, and (per request, so scaled by decodes in _solve)
+        # e - r*w and u - r*w, r the draft ratio. s's prior weighs a tenth of a step: one step at
+        # depth 0 must be able to override it.
+        r = self.draft_ratio
+        step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
+        rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
+        self._priors = (step.T @ step, rows.T @ rows)
 
     def observe(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0) -> None:
         x = features(decodes, depth, tokens, catch_up)
@@ -122,21 +132,10 @@ class StepCosts:
         # millisecond a step on a 2-core CPU (measured with py-spy), a tenth of a small model's step.
         gram = (near[:, None, None] * self.grams).sum(axis=0)
         moment = (near[:, None] * self.moments).sum(axis=0)
-        # Soft priors (see _priors), scaled so each weighs as ``prior_weight`` steps of ``decodes``
+        # Soft priors (__post_init__), scaled so each weighs as ``prior_weight`` steps of ``decodes``
         # requests at depth 1.
         per_step, per_request = self._priors
         gram += self.prior_weight * (per_step + max(decodes, 1) ** 2 * per_request)
         gram += 1e-9 * max(float((near * self.weights).sum()), 1.0) * np.eye(FEATURES)  # nothing measured yet: still solvable
         return np.linalg.solve(gram, moment)
 
-    @property
-    def _priors(self) -> tuple[np.ndarray, np.ndarray]:
-        """The soft priors' Gram matrices: rows that should be zero, s and c - r*a, and (per request,
-        so scaled by decodes) e - r*w and u - r*w, r the draft ratio."""
-        if self._prior_grams is None:
-            r = self.draft_ratio
-            # s's prior weighs a tenth of a step: one step at depth 0 must be able to override it.
-            step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
-            rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
-            self._prior_grams = (step.T @ step, rows.T @ rows)
-        return self._prior_grams
