@@ -14,7 +14,9 @@ shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with
 before it where position 1 now accepts more than it did then (by ``rise``): the text changed for
 the better, and what the deeper position measured was of the old one. Where position 1 did not rise
 (the steps drafted shallower because the deeper positions were measured poor) it keeps its own: a
-depth measured to lose is not tried again every ``forget_s``. A position never measured reads as None
+depth measured to lose is not tried again every ``forget_s``. That verdict takes ``trusted_trials``:
+a position that reached fewer trials (a request or two's first steps) stands in with the one before
+until the steps that try it again have measured it. A position never measured reads as None
 (counted as accepted in a prediction: its first steps measure it).
 """
 
@@ -33,6 +35,7 @@ class Acceptance:
     prior: float = 0.5
     prior_trials: float = 2.0
     rise: float = 0.1  # position 1's rise over its rate when a stale position was measured: a new text
+    trusted_trials: float = 8.0  # a stale position keeps its own rate only if measured on this many trials
     trials: list[float] = field(default_factory=list)  # by position 1..max_depth, discounted
     hits: list[float] = field(default_factory=list)
     seen_at: list[float] = field(default_factory=list)  # the time each position was last measured
@@ -78,7 +81,7 @@ class Acceptance:
         rates = self.rates
         for j, rate in enumerate(rates):
             if (j > 0 and rate is not None and self.seen_at[0] - self.seen_at[j] > self.forget_s
-                    and rates[0] > self.first_then[j] + self.rise):
+                    and (rates[0] > self.first_then[j] + self.rise or self.trials[j] < self.trusted_trials)):
                 rate = out[-1]
             out.append(rate)
         return out
