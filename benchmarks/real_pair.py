@@ -144,9 +144,11 @@ def summarize(samples: list[dict]) -> dict:
     by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
     static = [e for e in STATIC if any(s["engine"] == e for s in samples)]  # a run of one group: its engines
     rounds = sorted({s["round"] for s in samples})
-    phases = sorted({(s["phase"], s["part"], s["text"], s["requests"]) for s in samples})
+    all_phases = sorted({(s["phase"], s["part"], s["text"], s["requests"]) for s in samples})
     per_round = []
     for r in rounds:
+        # A merged run's parts can have different round counts: a round takes the phases it ran.
+        phases = [phase for phase in all_phases if ("no_sd", r, phase[0]) in by]
         def seconds(engine: str, phase: int) -> float:
             group = GROUP_OF[engine]
             if group != "A":  # on group A's scale: times the ratio of the two targets alone
@@ -163,6 +165,9 @@ def summarize(samples: list[dict]) -> dict:
                 row["steady"][n] = {"tok_s": rates, "best_static": best,
                                     "auto_vs_best_static": rates["minedraft_auto"] / rates[best]}
         moving = [(p, n) for p, part, _, n in phases if part == "moving"]
+        if not moving:
+            per_round.append(row)
+            continue
         total = sum(tokens[p] for p, _ in moving)
         whole = {e: total / sum(seconds(e, p) for p, _ in moving) for e in (*static, "minedraft_auto")}
         ceiling = total / sum(min(seconds(e, p) for e in static) for p, _ in moving)
@@ -180,7 +185,9 @@ def summarize(samples: list[dict]) -> dict:
             steady[str(n)] = {"tok_s": {e: med(x["tok_s"][e] for x in rows) for e in rows[0]["tok_s"]},
                               "auto_vs_best_static": med(x["auto_vs_best_static"] for x in rows),
                               "best_static": [x["best_static"] for x in rows]}
-    moving = [row["moving"] for row in per_round]
+    moving = [row["moving"] for row in per_round if row["moving"]]
+    if not moving:
+        return {"steady": steady, "moving": None}
     return {"steady": steady, "moving": {
         "tok_s": {e: med(x["tok_s"][e] for x in moving) for e in moving[0]["tok_s"]},
         "per_phase_ceiling_tok_s": med(x["per_phase_ceiling_tok_s"] for x in moving),
@@ -192,8 +199,9 @@ def summarize(samples: list[dict]) -> dict:
 
 
 def markdown(summary: dict, meta: dict) -> str:
+    rounds = meta["rounds"] if isinstance(meta["rounds"], dict) else {"every part": meta["rounds"]}
     lines = [f"Real pair ({meta['models']}), {meta['device_label']}, {meta['date']}, {meta['output_tokens']} output "
-             f"tokens, medians of {meta['rounds']} rounds.", "",
+             f"tokens, medians of rounds (" + ", ".join(f"{part}: {n}" for part, n in rounds.items()) + ").", "",
              "| load | target alone | stock SD k'=1 | k'=3 | MineDraft default | default / best static |",
              "|---|---|---|---|---|---|"]
     for n, row in summary["steady"].items():
@@ -201,6 +209,8 @@ def markdown(summary: dict, meta: dict) -> str:
         lines.append(f"| N = {n}, code | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | "
                      f"{t['stock_sd_k3']:.1f} | {t['minedraft_auto']:.1f} | {row['auto_vs_best_static']:.2f}x |")
     m = summary["moving"]
+    if m is None:
+        return "\n".join(lines)
     t = {e: float("nan") for e in STATIC} | m["tok_s"]
     lines.append(f"| moving (per-phase ceiling {m['per_phase_ceiling_tok_s']:.1f}; default / ceiling "
                  f"{m['auto_vs_ceiling']:.2f}x) | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | "
@@ -226,6 +236,11 @@ def plot(summary: dict, path: Path) -> Path:
     left.set_xticks([int(n) for n in loads], loads)
     left.legend(fontsize=8)
     m = summary["moving"]
+    if m is None:
+        right.set_visible(False)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        return path
     labels = {"no_sd": "alone", "stock_sd_k1": "k'=1", "stock_sd_k2": "k'=2", "stock_sd_k3": "k'=3",
               "minedraft_auto": "default"}
     names = [e for e in labels if e in m["tok_s"]]
@@ -273,7 +288,9 @@ def main(argv=None) -> None:
         for group in args.groups:
             samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "models": setup.meta["models"], "output_tokens": args.output_tokens, "rounds": args.rounds,
+                "models": setup.meta["models"], "output_tokens": args.output_tokens,
+                "rounds": {part: len({s["round"] for s in samples if s["part"] == part})
+                           for part in ("steady", "moving") if any(s["part"] == part for s in samples)},
                 "steady": STEADY, "moving": MOVING, "temperatures": TEMPERATURE,
                 "engine": {k: v for k, v in setup.engine.items() if k != "model"},
                 "seconds": round(time.perf_counter() - started, 1)}
