@@ -289,7 +289,7 @@ def main(argv=None) -> None:
             samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
                 "models": setup.meta["models"], "output_tokens": args.output_tokens,
-                "rounds": {part: len({s["round"] for s in samples if s["part"] == part})
+                "rounds": {part: len({s["round"] for s in samples if s["part"] == part and s["engine"] == "no_sd"})
                            for part in ("steady", "moving") if any(s["part"] == part for s in samples)},
                 "steady": STEADY, "moving": MOVING, "temperatures": TEMPERATURE,
                 "engine": {k: v for k, v in setup.engine.items() if k != "model"},

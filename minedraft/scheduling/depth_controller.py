@@ -33,7 +33,9 @@ is predicted from the loads that were, from its first step.
   requests' steps (one step of 8 requests, four of 2: a step of one or two requests tells little
   against the prior) once the acceptance measured last is older than the re-check's cost over
   ``recheck_budget`` (at least ``min_recheck_s``): re-checks take about that share of the run's
-  time, counted in seconds, not steps, whatever a step costs.
+  time, counted in seconds, not steps, whatever a step costs. Acceptance that old decides no depth:
+  a load that arrives after a long stretch at depth 0 (a batch, then a few requests of a new text)
+  runs the re-check's few shallow steps first, not the depth the old text would have earned.
 
 Outputs never depend on the depth (verification is exact); only speed does. No clock: the scheduler
 feeds it step durations, and its time is the sum of them.
@@ -105,6 +107,9 @@ class DepthController:
             # decode step's cost yet).
             return self._settle(start, decodes, None)
         rates = self.goodput(decodes, catch_up, remaining)
+        probe = self._recheck(decodes, catch_up, remaining, rates[0])
+        if probe:  # the acceptance measured last is too old to run any depth on (a re-check is due)
+            return probe
         best = max(self._depths, key=lambda d: (rates[d], -d))
         same_load = self._choice is not None and decode_bucket(decodes) == self._load
         current = self._choice if same_load else best
@@ -115,8 +120,6 @@ class DepthController:
             # What a step costs without drafting (vLLM's speculative path left out) cannot be told
             # from steps that all drafted: one step at depth 0 measures it near this load.
             return 0
-        if chosen == 0:
-            return self._recheck(decodes, catch_up, remaining, rates[0])
         return chosen
 
     def starting_depth(self) -> int:
@@ -158,7 +161,7 @@ class DepthController:
         return chosen
 
     def _recheck(self, decodes: int, catch_up: int, remaining: float | None, at_zero: float) -> int:
-        """Depth 0, or a re-check's depth when one is due (see the module)."""
+        """A re-check's depth when one is due (see the module), else 0."""
         ceiling = self.goodput(decodes, 0, remaining, ceiling=True)
         probe = next((d for d in self._depths[1:] if ceiling[d] > at_zero * (1 + self.margin)), None)
         if probe is None:
@@ -176,15 +179,17 @@ class DepthController:
         return probe
 
     # ----------------------------------------------------------- measurement
-    def observe_step(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0) -> None:
+    def observe_step(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
+                     prefill: int = 0) -> None:
         """A finished step: its ``decodes`` requests, the ``depth`` it drafted at, the ``tokens`` the
-        target computed (prompt, decode and verified draft tokens), the tokens the drafter ran over once
-        (a catch-up of skipped tokens, a prompt's draft prefill), and its duration."""
+        target computed (prompt, decode and verified draft tokens; ``prefill`` of them in prefill chunks), the
+        tokens the drafter ran over once (a catch-up of skipped tokens, a prompt's draft prefill), and its
+        duration."""
         if not self.can_speculate:
             return
         self.steps += 1
         self.seconds += seconds
-        self.costs.observe(decodes, depth, tokens, seconds, catch_up)
+        self.costs.observe(decodes, depth, tokens, seconds, catch_up, prefill)
 
     def observe_verification(self, verified: Iterable[tuple[int, int]]) -> None:
         """A finished step's verified requests, as (drafts verified, drafts accepted)."""

@@ -78,6 +78,7 @@ class _StepRecord(NamedTuple):
     started: float
     decodes: int = 0  # decode requests scheduled (the depth controller's cost model)
     scheduled_tokens: int = 0  # every token the target computed: prompt, decode and verified drafts
+    prefill_tokens: int = 0  # of them, those in prefill chunks (prompts, a preempted request's recomputation)
     catch_up: int = 0  # tokens the drafter catches up on in this step (skipped at depth 0 before)
     timed: bool = True  # False: its drafting was skipped, its duration says nothing of its depth
     tokens: int | None = None  # set by update_from_output
@@ -225,7 +226,7 @@ class MineDraftScheduler(Scheduler):
             self.mode_policy.observe(step.parallel_allowed, step.load, step.tokens, now - step.started)
             if self.depth_controller is not None and step.timed:
                 self.depth_controller.observe_step(step.decodes, step.load.k, step.scheduled_tokens,
-                                                   now - step.started, step.catch_up)
+                                                   now - step.started, step.catch_up, step.prefill_tokens)
 
     def _decode_requests(self) -> list[Request]:
         return [r for r in self.running if not r.is_prefill_chunk]
@@ -344,6 +345,7 @@ class MineDraftScheduler(Scheduler):
         self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started,
                                       decodes=sum(1 for rid in scheduled if not self.requests[rid].is_prefill_chunk),
                                       scheduled_tokens=output.total_num_scheduled_tokens,
+                                      prefill_tokens=output.total_num_scheduled_tokens - decode_tokens,
                                       catch_up=self._count_skipped(scheduled, output.num_spec_tokens_to_schedule))
         self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next

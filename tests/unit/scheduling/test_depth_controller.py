@@ -157,6 +157,40 @@ def test_depth_zero_rechecks_acceptance_at_a_bounded_share_of_time():
     assert later[-1] > 0 and near_best(engine, 8, later[-10:], 3)
 
 
+def test_acceptance_measured_long_ago_decides_no_depth_before_a_recheck():
+    """One request of a text the drafter predicts (deep), then 32 requests where the target alone wins
+    (depth 0 for seconds of steps), then 4 requests of a text it predicts poorly: their first steps are
+    the re-check's (depth 1, two steps of 4), not depth 3 from the first text's acceptance."""
+    engine = FakeEngine(acceptance=0.9)
+    controller = DepthController(max_depth=3)
+    assert run(controller, engine, 1, 40)[-1] == 3
+    assert set(run(controller, engine, 32, 300)[20:]) == {0}
+    engine.acceptance = 0.3
+    assert engine.best(4, 3) == 0
+    assert run(controller, engine, 4, 10) == [1, 1] + [0] * 8
+
+
+def test_a_prompt_s_prefill_is_not_read_as_what_drafting_costs():
+    """The real pair's steps (2026-11-29, engine log): a warm-up of two requests, then one request whose
+    38-token prompt took 1.0 s at depth 1 (compute-bound, with the draft's prefill) beside 0.21 s for a
+    decode step at depth 3. Read at a decode token's cost, that prompt made every depth > 0 predict a
+    loss at one request, depth 0 ran, and nothing measured drafting there again (a real gain: 14 tok/s
+    at depth 3 against 10). Its prefill tokens have a cost of their own (step_costs.py's ``p``)."""
+    controller = DepthController(max_depth=3, draft_ratio=0.33)
+    controller.observe_step(1, 3, 1 + 6, 0.57, 38 + 6, prefill=6)  # the warm-up's second prompt (cached)
+    controller.observe_verification([(3, 1)])
+    controller.observe_step(2, 3, 2 + 6, 0.25)
+    controller.observe_verification([(3, 2), (3, 0)])
+    controller.observe_step(2, 0, 2 + 6, 0.13)
+    controller.observe_step(0, 1, 38, 1.0, 38, prefill=38)  # the request's prompt, the draft's prefill
+    controller.observe_verification([])
+    controller.observe_step(1, 3, 2, 0.21)
+    controller.observe_verification([(1, 1)])
+    at_zero, *_, at_three = controller.costs.seconds(1, 3)
+    assert at_zero == pytest.approx(0.1, rel=0.2) and at_three == pytest.approx(0.21, rel=0.2)
+    assert controller.depth(1, remaining=60) > 0
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_a_recheck_of_few_requests_drafts_enough_steps_to_see_a_new_text(seed):
     """Two requests: a re-check drafts four steps (8 requests' drafts, not 2 that the prior outweighs),
