@@ -5,9 +5,13 @@ of the requests whose drafts reached position j (at least j drafts verified, the
 accepted), the share whose j-th was accepted. Trials and hits are counted with older ones
 discounted by ``exp(-trials since / tau)``: a step of 32 requests all but replaces what was known,
 a single request's step moves it a little, so a change of text shows within a few steps at any
-load. A position not measured for more than ``forget_s`` (depth 0, then a re-check) also discounts
-what it knew by ``exp(-seconds since / forget_s)``: the text it was measured on may have left. ``prior_trials`` trials at ``prior`` stand in front of the first ones, so that one request's
-first rejected draft does not read as a drafter that never helps.
+load. ``prior_trials`` trials at ``prior`` stand in front of the first ones, so that one request's
+first rejected draft does not read as a drafter that never helps. A position not measured for more
+than ``forget_s`` (depth 0, then a re-check) keeps what it knew as at most ``prior_trials`` trials:
+the text it was measured on may have left, so the new text's first trials decide, but a single
+rejected draft does not erase a rate measured on many (on the real pair, one request's first
+rejection after seconds at depth 0 read 0.35 where 0.93 had been measured, and a phase of code ran
+undrafted).
 
 A position not measured within ``forget_s`` of position 1's last measurement (the steps drafted
 shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with the position
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 class Acceptance:
     max_depth: int
     tau: float = 32.0  # trials that discount the older ones by 1/e
-    forget_s: float = 1.0  # a position unmeasured for longer discounts what it knew by exp(-seconds / forget_s)
+    forget_s: float = 1.0  # a position unmeasured for longer keeps what it knew as prior_trials trials
     prior: float = 0.5
     prior_trials: float = 2.0
     rise: float = 0.1  # position 1's rise over its rate when a stale position was measured: a new text
@@ -58,8 +62,9 @@ class Acceptance:
         for j, (trials, hits) in enumerate(zip(reached, accepted)):
             if trials == 0:
                 continue
-            gap = now - self.seen_at[j]
-            keep = math.exp(-trials / self.tau - (gap / self.forget_s if gap > self.forget_s else 0.0))
+            keep = math.exp(-trials / self.tau)
+            if now - self.seen_at[j] > self.forget_s and self.trials[j] > self.prior_trials:
+                keep *= self.prior_trials / self.trials[j]  # what it knew weighs as the prior does
             self.trials[j] = keep * self.trials[j] + trials
             self.hits[j] = keep * self.hits[j] + hits
             self.seen_at[j] = now

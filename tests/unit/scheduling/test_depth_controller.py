@@ -246,6 +246,19 @@ def test_a_stale_position_keeps_its_own_rate_only_if_measured_on_enough_trials(f
     assert (per_position[2] == per_position[1]) != trusted
 
 
+@pytest.mark.parametrize("rejected, low, high", [(1, 0.55, 1.0), (8, 0.0, 0.3)])
+def test_after_seconds_unmeasured_one_rejected_draft_does_not_erase_a_rate_measured_on_many(rejected, low, high):
+    """Position 1 measured at about 0.9 on 320 drafts, then 10 s at depth 0. One request's rejected draft
+    (a phase of one request, drafted at depth 1) leaves it above 0.55; a re-check's 8 rejections take it
+    under 0.3 (a new text the drafter does not predict)."""
+    acceptance = Acceptance(3)
+    for step in range(40):
+        acceptance.observe([(1, 1)] * 8 if step % 8 else [(1, 0)] * 8, now=0.1 * step)
+    assert acceptance.rates[0] > 0.85
+    acceptance.observe([(1, 0)] * rejected, now=14.0)
+    assert low < acceptance.rates[0] < high
+
+
 def test_what_drafting_at_all_costs_is_not_spread_over_the_depths():
     """vLLM's speculative path costs a step that drafts the same at any depth (rejection sampler,
     metadata, the drafter's call): a head that accepts its first draft 0.7 of the time then loses at
