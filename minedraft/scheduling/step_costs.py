@@ -2,15 +2,10 @@
 
 A step's time is modelled as linear in what it computes:
 
-    seconds = a + w * tokens + p * prefill + s * [depth > 0] + depth * (c + e * decodes) + u * catch_up
+    seconds = a + w * tokens + s * [depth > 0] + depth * (c + e * decodes) + u * catch_up
 
 * ``a``: the fixed cost of a step (launches, metadata, on a memory-bound device most of it);
 * ``w``: the target's cost per decode token (a decode's own token and the drafts it verifies);
-* ``p``: the target's cost per prefill token (a prompt's, or a preempted request's recomputed one).
-  A step of prompt chunks is compute-bound where a
-  decode step on a CPU is memory-bound: on the real pair a 38-token prompt took 0.6 s beside 0.1 s
-  for a decode step, three times a decode token's cost. With one per-token cost that step read
-  as what drafting costs at that load, and the load was never drafted again;
 * ``s``: what a step that drafts costs once whatever its depth: vLLM's speculative path (the
   rejection sampler, the drafts' metadata, the drafter's call and its inputs), which a depth-0 step
   leaves out (RFC §2.5). Without it a fit over depths 0, 1 and 3 spreads that cost over the depths
@@ -18,17 +13,23 @@ A step's time is modelled as linear in what it computes:
 * ``c + e * decodes``: one draft forward (a draft model runs ``depth`` of them; a drafter that
   drafts in one forward or runs no model has ``c = e = 0`` once measured);
 * ``u``: a token the drafter runs over besides the decodes' own: one it catches up on after skipping
-  it at depth 0 (worker/draft_catch_up.py), or a prompt token (the draft's prefill): prefill work.
+  it at depth 0 (worker/draft_catch_up.py), or a prompt token (the draft's prefill).
 
-Steps are kept as sufficient statistics in cells by (load bucket, depth, prefill tokens or none),
-each cell forgetting its older steps as new ones come (``memory``): a step with prefill tokens is
-not forgotten under the decode steps that follow it. Every prediction solves a least-squares fit
+It predicts decode steps, and is fitted on them only: a step that computes prefill tokens (prompt
+chunks, a preempted request's recomputation) is not observed. Such a step is compute-bound where a
+decode step on a CPU is memory-bound (on the real pair a 38-token prompt took 0.6-1.0 s beside 0.1 s
+for a decode step; 32 prompts, 7 s), and no linear term shared with decode steps fits both: read into
+the fit, one prompt's step made every depth > 0 predict a loss at one request, depth 0 ran, and
+nothing measured drafting there again.
+
+Steps are kept as sufficient statistics in cells by (load bucket, depth), each cell forgetting
+its older steps as new ones come (``memory``), and every prediction solves a least-squares fit
 weighted towards the load asked about: cells one bucket away count ``neighbour_weight`` as much,
 two away its square (on a CPU the per-token cost bends between one request and 32; a local fit
 follows it). Where the steps cannot tell the terms apart (a load seen at one depth only, no
 catch-up yet), soft priors decide: a draft forward costs ``draft_ratio`` of a target step of the
-same requests (the weights' ratio, scheduling/depth_prior.py, where known), a prefill token costs
-what a decode token does, a caught-up token ``draft_ratio`` of a prefill token, and ``s`` is 0. Each prior weighs as ``prior_weight`` steps, so
+same requests (the weights' ratio, scheduling/depth_prior.py, where known) and a caught-up token
+``draft_ratio`` of a target token, and ``s`` is 0. Each prior weighs as ``prior_weight`` steps, so
 measurements override it as soon as they separate the terms.
 
 Drafting more never makes a step cheaper: predictions are made non-decreasing in depth.
@@ -43,12 +44,11 @@ import numpy as np
 
 from minedraft.scheduling.mode_policy import decode_bucket
 
-FEATURES = 7  # 1, decode tokens, prefill tokens, drafts at all, depth, depth * decodes, catch_up
+FEATURES = 6  # 1, tokens, drafts at all, depth, depth * decodes, catch_up
 
 
-def features(decodes: int, depth: int, tokens: int, catch_up: int = 0, prefill: int = 0) -> np.ndarray:
-    """``tokens``: every token the target computed; ``prefill``: those of them in prefill chunks."""
-    return np.array([1.0, tokens - prefill, prefill, float(depth > 0), depth, depth * decodes, catch_up])
+def features(decodes: int, depth: int, tokens: int, catch_up: int = 0) -> np.ndarray:
+    return np.array([1.0, tokens, float(depth > 0), depth, depth * decodes, catch_up])
 
 
 @dataclass
@@ -60,7 +60,7 @@ class StepCosts:
     outlier: float = 2.0
     # Per cell (load bucket, depth), stacked: the steps' Gram matrices and moments, each older step
     # discounted by ``memory``, and their discounted count.
-    cells: dict[tuple[int, int, bool], int] = field(default_factory=dict)  # cell -> row
+    cells: dict[tuple[int, int], int] = field(default_factory=dict)  # cell -> row
     grams: np.ndarray = field(default_factory=lambda: np.zeros((0, FEATURES, FEATURES)))
     moments: np.ndarray = field(default_factory=lambda: np.zeros((0, FEATURES)))
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -71,19 +71,21 @@ class StepCosts:
 
     def __post_init__(self) -> None:
         # Rows that should be zero: s and c - r*a, and (per request, so scaled by decodes in _solve)
-        # e - r*w, p - w and u - r*p, r the draft ratio. s's prior weighs a tenth of a step: one
-        # step at depth 0 must be able to override it.
+        # e - r*w and u - r*w, r the draft ratio. s's prior weighs a tenth of a step: one step at
+        # depth 0 must be able to override it.
         r = self.draft_ratio
-        step = np.array([[0, 0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 0, 1, 0, 0.0]])
-        rows = np.array([[0, -r, 0, 0, 0, 1, 0], [0, -1, 1, 0, 0, 0, 0], [0, 0, -r, 0, 0, 0, 1.0]])
+        step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
+        rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
         self._priors = (step.T @ step, rows.T @ rows)
 
     def observe(self, decodes: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
                 prefill: int = 0) -> None:
-        x = features(decodes, depth, tokens, catch_up, prefill)
+        """A finished step; ``prefill``: its prefill tokens, of ``tokens`` (such a step is not fitted)."""
+        if prefill:
+            return
+        x = features(decodes, depth, tokens, catch_up)
         bucket = decode_bucket(decodes)
-        cell = (bucket, depth, prefill > 0)
-        row = self.cells.get(cell)
+        row = self.cells.get((bucket, depth))
         if row is not None and self.weights[row] >= 2:
             # A stall of the machine (this project's VMs: 100 ms beside 5 ms steps) is not the depth's
             # cost: a step counts at most ``outlier`` times its prediction, so a real change still
@@ -91,7 +93,7 @@ class StepCosts:
             predicted = sum(f * t for f, t in zip(x.tolist(), self._fit(decodes)))
             seconds = min(seconds, self.outlier * max(predicted, 0.0) or seconds)
         if row is None:
-            row = self.cells[cell] = len(self.weights)
+            row = self.cells[(bucket, depth)] = len(self.weights)
             self.grams = np.concatenate([self.grams, np.zeros((1, FEATURES, FEATURES))])
             self.moments = np.concatenate([self.moments, np.zeros((1, FEATURES))])
             self.weights = np.append(self.weights, 0.0)
@@ -108,12 +110,12 @@ class StepCosts:
     def measured_near(self, decodes: int, depth: int) -> bool:
         """Whether a step at ``depth`` has been measured at this load's bucket or a neighbouring one."""
         level = decode_bucket(max(decodes, 1)).bit_length()
-        return any(d == depth and abs(bucket.bit_length() - level) <= 1 for bucket, d, _ in self.cells)
+        return any(d == depth and abs(bucket.bit_length() - level) <= 1 for bucket, d in self.cells)
 
     def seconds(self, decodes: int, max_depth: int) -> list[float]:
         """The predicted seconds of a decode step of ``decodes`` requests at each depth 0..``max_depth``,
         nothing to catch up; non-decreasing in depth."""
-        a, w, _, s, c, e, _ = self._fit(decodes)
+        a, w, s, c, e, _ = self._fit(decodes)
         s = max(s, 0.0)  # drafting never makes a step cheaper (a fit from few depth-0 steps may say so)
         times, floor = [], 0.0
         for depth in range(max_depth + 1):  # features(decodes, depth, decodes * (1 + depth)) @ theta
@@ -123,10 +125,10 @@ class StepCosts:
 
     def catch_up_seconds(self, decodes: int, tokens: int) -> float:
         """The predicted cost of catching the drafter up on ``tokens`` skipped tokens."""
-        return max(0.0, self._fit(decodes)[6] * tokens)
+        return max(0.0, self._fit(decodes)[5] * tokens)
 
     def _fit(self, decodes: int) -> tuple[float, ...]:
-        """The fitted (a, w, p, s, c, e, u) for a load of ``decodes``, solved once per bucket between steps."""
+        """The fitted (a, w, s, c, e, u) for a load of ``decodes``, solved once per bucket between steps."""
         bucket = decode_bucket(max(decodes, 1))
         theta = self._fits.get(bucket)
         if theta is None:

@@ -175,7 +175,7 @@ def test_a_prompt_s_prefill_is_not_read_as_what_drafting_costs():
     38-token prompt took 1.0 s at depth 1 (compute-bound, with the draft's prefill) beside 0.21 s for a
     decode step at depth 3. Read at a decode token's cost, that prompt made every depth > 0 predict a
     loss at one request, depth 0 ran, and nothing measured drafting there again (a real gain: 14 tok/s
-    at depth 3 against 10). Its prefill tokens have a cost of their own (step_costs.py's ``p``)."""
+    at depth 3 against 10). A step with prefill tokens is not fitted (step_costs.py)."""
     controller = DepthController(max_depth=3, draft_ratio=0.33)
     controller.observe_step(1, 3, 1 + 6, 0.57, 38 + 6, prefill=6)  # the warm-up's second prompt (cached)
     controller.observe_verification([(3, 1)])
