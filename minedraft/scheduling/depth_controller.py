@@ -75,7 +75,7 @@ class DepthController:
     _reported_at: float | None = None
     _unreported: int = 0
     _recheck_from: float = 0.0  # a re-check's wait counts from here
-    _recheck_steps: int = 0  # steps left of the re-check under way
+    _recheck_left: int = 0  # requests' drafts the re-check under way has yet to make
     _recheck_depth: int = 0
     _start: int = field(init=False)  # the depth before anything is measured
     _depths: tuple[int, ...] = field(init=False)  # the depths the prior does not rule out
@@ -97,8 +97,8 @@ class DepthController:
         request has left (typically)."""
         if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
-        if self._recheck_steps > 0:  # a re-check under way (_recheck)
-            self._recheck_steps -= 1
+        if self._recheck_left > 0:  # a re-check under way (_recheck), counted in drafts, not steps: a
+            self._recheck_left -= decodes  # load that grows meanwhile (a burst) ends it at once
             return self._recheck_depth
         start = self.starting_depth()
         if (not self.costs.known or self.costs.seconds(decodes, 0)[0] <= 0
@@ -174,7 +174,7 @@ class DepthController:
         if self.seconds - max(last, self._recheck_from) < wait:
             return 0
         self._recheck_from = self.seconds
-        self._recheck_steps, self._recheck_depth = steps - 1, probe
+        self._recheck_left, self._recheck_depth = self.recheck_drafts - decodes, probe
         self.rechecks += 1
         return probe
 
