@@ -76,6 +76,7 @@ class DepthController:
     _unreported: int = 0
     _recheck_from: float = 0.0  # a re-check's wait counts from here
     _recheck_left: int = 0  # requests' drafts the re-check under way has yet to make
+    _recheck_load: int = 0  # the decode bucket it began at
     _recheck_depth: int = 0
     _start: int = field(init=False)  # the depth before anything is measured
     _depths: tuple[int, ...] = field(init=False)  # the depths the prior does not rule out
@@ -97,9 +98,12 @@ class DepthController:
         request has left (typically)."""
         if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
-        if self._recheck_left > 0:  # a re-check under way (_recheck), counted in drafts, not steps: a
-            self._recheck_left -= decodes  # load that grows meanwhile (a burst) ends it at once
+        if self._recheck_left > 0 and decode_bucket(decodes) == self._recheck_load:
+            # A re-check under way (_recheck), counted in drafts, not steps. A new load ends it: a
+            # burst of requests would pay the draft's prefill of every prompt for it.
+            self._recheck_left -= decodes
             return self._recheck_depth
+        self._recheck_left = 0
         start = self.starting_depth()
         if (not self.costs.known or self.costs.seconds(decodes, 0)[0] <= 0
                 or (start > 0 and self.acceptance.last_seen is None)):
@@ -175,6 +179,7 @@ class DepthController:
             return 0
         self._recheck_from = self.seconds
         self._recheck_left, self._recheck_depth = self.recheck_drafts - decodes, probe
+        self._recheck_load = decode_bucket(decodes)
         self.rechecks += 1
         return probe
 
