@@ -77,6 +77,7 @@ class DepthController:
     _recheck_from: float = 0.0  # a re-check's wait counts from here
     _recheck_left: int = 0  # requests' drafts the re-check under way has yet to make
     _recheck_load: int = 0  # the decode bucket it began at
+    _recheck_before: float = 0.0  # _recheck_from before it began
     _recheck_depth: int = 0
     _start: int = field(init=False)  # the depth before anything is measured
     _depths: tuple[int, ...] = field(init=False)  # the depths the prior does not rule out
@@ -103,7 +104,10 @@ class DepthController:
             # burst of requests would pay the draft's prefill of every prompt for it.
             self._recheck_left -= decodes
             return self._recheck_depth
-        self._recheck_left = 0
+        if self._recheck_left > 0:
+            # Ended before its drafts were made (a burst's first request began it): it measured at
+            # most one step's drafts, so the new load may re-check at once, at its own cost.
+            self._recheck_left, self._recheck_from = 0, self._recheck_before
         start = self.starting_depth()
         if (not self.costs.known or self.costs.seconds(decodes, 0)[0] <= 0
                 or (start > 0 and self.acceptance.last_seen is None)):
@@ -177,7 +181,7 @@ class DepthController:
         last = self.acceptance.last_seen if self.acceptance.last_seen is not None else -wait
         if self.seconds - max(last, self._recheck_from) < wait:
             return 0
-        self._recheck_from = self.seconds
+        self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
         self._recheck_left, self._recheck_depth = self.recheck_drafts - decodes, probe
         self._recheck_load = decode_bucket(decodes)
         self.rechecks += 1

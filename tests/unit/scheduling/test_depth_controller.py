@@ -281,7 +281,22 @@ def test_a_recheck_ends_when_the_load_changes():
     rechecks = controller.rechecks
     while controller.rechecks == rechecks:
         engine.step(controller, 1)
-    assert run(controller, engine, 16, 4) == [0, 0, 0, 0]
+    assert run(controller, engine, 16, 4)[1:] == [0, 0, 0]  # the first: the new load's own re-check, if due
+
+
+def test_a_recheck_ended_by_a_new_load_does_not_delay_that_load_s_own():
+    """The first request of two arrives alone and a re-check begins; the second ends it. The two requests'
+    own re-check follows at once (on the real pair, counted as done, it left the phases of one and two
+    requests of code at depth 0 for their whole length), and finds the text the drafter now predicts."""
+    engine = FakeEngine(acceptance=0.0)
+    controller = DepthController(max_depth=3, min_recheck_s=1.0)
+    run(controller, engine, 2, 300)
+    engine.acceptance = 0.9
+    rechecks = controller.rechecks
+    while controller.rechecks == rechecks:
+        engine.step(controller, 1)
+    depths = run(controller, engine, 2, 30)
+    assert all(depths[:4]) and all(depths[-10:]), depths
 
 
 def test_a_recheck_costly_to_catch_up_waits_longer():
