@@ -33,7 +33,10 @@ is predicted from the loads that were, from its first step.
   requests' steps (one step of 8 requests, four of 2: a step of one or two requests tells little
   against the prior) once the acceptance measured last is older than the re-check's cost over
   ``recheck_budget`` (at least ``min_recheck_s``): re-checks take about that share of the run's
-  time, counted in seconds, not steps, whatever a step costs. Acceptance that old decides no depth:
+  time, counted in seconds, not steps, whatever a step costs. A re-check counts drafts, not steps,
+  and a new load ends it (a burst's first request, arrived alone, may begin one: its steps at depth 1
+  for the whole burst would pay the draft's prefill of every prompt); ended before its drafts were made,
+  it does not count as done. Acceptance that old decides no depth:
   a load that arrives after a long stretch at depth 0 (a batch, then a few requests of a new text)
   runs the re-check's few shallow steps first, not the depth the old text would have earned.
 
