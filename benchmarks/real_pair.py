@@ -145,6 +145,9 @@ def summarize(samples: list[dict]) -> dict:
     static = [e for e in STATIC if any(s["engine"] == e for s in samples)]  # a run of one group: its engines
     rounds = sorted({s["round"] for s in samples})
     all_phases = sorted({(s["phase"], s["part"], s["text"], s["requests"]) for s in samples})
+    rounds_of = {}  # (engine, phase) -> the rounds it ran
+    for s in samples:
+        rounds_of.setdefault((s["engine"], s["phase"]), set()).add(s["round"])
     per_round = []
     for r in rounds:
         # A merged run's parts can have different round counts: a round takes the phases it ran.
@@ -153,7 +156,7 @@ def summarize(samples: list[dict]) -> dict:
             group = GROUP_OF[engine]
             if group != "A":  # on group A's scale: times the ratio of the two targets alone
                 # A group run for fewer rounds than group A (merged): its rounds taken in turn.
-                own = sorted({s["round"] for s in samples if s["engine"] == engine and s["phase"] == phase})
+                own = sorted(rounds_of[(engine, phase)])
                 q = r if r in own else own[r % len(own)]
                 return by[(engine, q, phase)]["elapsed_s"] * (by[("no_sd", r, phase)]["elapsed_s"]
                                                               / by[(f"no_sd_{group}", q, phase)]["elapsed_s"])

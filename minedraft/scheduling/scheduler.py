@@ -342,12 +342,13 @@ class MineDraftScheduler(Scheduler):
         # Steps that verify or draft nothing tell the mode policy nothing; at depth 0 a decode
         # step verifies nothing by design, and is what the depth controller measures there.
         has_decodes = bool(draft_only or spec) or (load.k == 0 and decode_tokens > 0)
+        prefill_tokens = output.total_num_scheduled_tokens - decode_tokens
         self._last_step = _StepRecord(parallel_allowed, load if has_decodes else Load(0, load.k), started,
                                       decodes=sum(1 for rid in scheduled if not self.requests[rid].is_prefill_chunk),
                                       scheduled_tokens=output.total_num_scheduled_tokens,
-                                      prefill_tokens=output.total_num_scheduled_tokens - decode_tokens,
+                                      prefill_tokens=prefill_tokens,
                                       catch_up=self._count_skipped(scheduled, output.num_spec_tokens_to_schedule))
-        self._last_mix = (output.total_num_scheduled_tokens - decode_tokens, decode_tokens)
+        self._last_mix = (prefill_tokens, decode_tokens)
         # Requests whose prefill is still in progress are scheduled again next
         # step whatever the mode; only decode requests wait for their drafts.
         self._drafting = (

@@ -383,7 +383,7 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     assert [depth for _, depth, *_ in observed] == [3, 0, 0, 3, 3]
     skipped = sum(tokens for _, _, tokens, *_ in observed[1:3])
     assert [catch_up for *_, catch_up, _ in observed] == [4 * 10, 0, 0, skipped, 0]
-    # The target's prefill tokens (compute-bound on a CPU: a cost of their own, step_costs.py).
+    # The target's prefill tokens: such a step is not fitted by the step-cost model (step_costs.py).
     assert [prefill for *_, prefill in observed] == [4 * 10, 0, 0, 0, 0]
 
 
