@@ -24,9 +24,14 @@ arguments and layout (``sweep.py`` is reused).
     python benchmarks/depth_floor.py              # ~10 min on 2 idle cores
     python benchmarks/depth_floor.py --replot     # plot and table from the JSON
     python benchmarks/depth_floor.py --draft eagle3 --twin --concurrency 8 32
+    python benchmarks/depth_floor.py --pair ~/.cache/minedraft/real-pair --twin --concurrency 8 32 --output-tokens 64
+
+``--pair``: the real pretrained pair (``real_pair.py``'s setup and code prompts) instead of the kit's models;
+its engines are loaded one at a time, and stock vLLM at depth 0 is left out (four engines of the real pair
+ran out of 24 GB).
 
 Writes ``benchmarks/results/cpu/depth_floor.json`` and ``depth_floor.png`` (another ``--draft``:
-``depth_floor_<draft>.*``; ``--twin``: ``*_twin.*``; ``--draft eagle3``: the kit's EAGLE-3 head, whose depth-0 forward MineDraft
+``depth_floor_<draft>.*``; ``--pair``: ``depth_floor_real_pair.*``; ``--twin``: ``*_twin.*``; ``--draft eagle3``: the kit's EAGLE-3 head, whose depth-0 forward MineDraft
 skips too).
 """
 
@@ -43,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+import real_pair  # noqa: E402  (the real pair's setup and prompts)
 import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
 # Engine name -> the sweep's mode it is built as; all but no_sd get the depth-0 table.
@@ -51,9 +57,12 @@ TWIN = {"no_sd_twin": "no_sd"}
 OUT = HERE / "results" / "cpu"
 
 
-def engine_specs(setup, draft: str, k: int, warmup, twin: bool = False) -> dict[str, tuple[dict, dict]]:
+def engine_specs(setup, draft: str, k: int, warmup, twin: bool = False,
+                 leave_out: tuple[str, ...] = ()) -> dict[str, tuple[dict, dict]]:
     specs = {}
     for name, mode in {**ENGINES, **(TWIN if twin else {})}.items():
+        if name in leave_out:
+            continue
         spec, env = sweep.worker_spec(setup, draft, mode, k, warmup)
         if mode != "no_sd":
             spec["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = [
@@ -63,12 +72,17 @@ def engine_specs(setup, draft: str, k: int, warmup, twin: bool = False) -> dict[
 
 
 def run(setup, args, prompts, log_dir: Path) -> list[dict]:
-    specs = engine_specs(setup, args.draft, args.k, prompts[:4], twin=args.twin)
+    specs = engine_specs(setup, args.draft, args.k, prompts[:4], twin=args.twin,
+                         leave_out=("vllm_depth0",) if args.pair is not None else ())
     pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
     names = list(specs)
     samples = []
     try:
-        pool.start_together(((name,), spec, env) for name, (spec, env) in specs.items())
+        if args.pair is not None:
+            for name, (spec, env) in specs.items():
+                pool.get((name,), spec, env)
+        else:
+            pool.start_together(((name,), spec, env) for name, (spec, env) in specs.items())
         with sweep.progress(args.rounds * len(args.concurrency) * len(names), "depth floor") as bar:
             for r in range(args.rounds):
                 for i, n in enumerate(args.concurrency):
@@ -106,7 +120,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         lines[-2] += " target alone again / target alone (min-max over rounds) |"
         lines[-1] += "---|"
     for n in sorted({r["requests"] for r in rows}):
-        line = (f"| {n} | {cell['no_sd', n]['tok_s']:.0f} | {cell['vllm_depth0', n]['vs_no_sd']:.2f}x | "
+        vllm = f"{cell['vllm_depth0', n]['vs_no_sd']:.2f}x" if ("vllm_depth0", n) in cell else "-"
+        line = (f"| {n} | {cell['no_sd', n]['tok_s']:.0f} | {vllm} | "
                 f"{cell['minedraft_depth0', n]['vs_no_sd']:.2f}x |")
         if twin:
             t = cell["no_sd_twin", n]
@@ -152,6 +167,7 @@ def parse_args(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--twin", action="store_true",
                         help="a second target-alone engine: what an identical engine's ratio reads here")
+    parser.add_argument("--pair", type=Path, help="real-pair.sh's output folder: run the real pair (``--draft`` is ignored)")
     parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     # The sweep's prompts and layout (engine core in its own process).
     return sweep.inherit_workload(parser.parse_args(argv))
@@ -159,18 +175,28 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.pair is not None:
+        args.draft = "real"
     stem = "depth_floor" if args.draft == "draft_perturbed" else f"depth_floor_{args.draft}"
+    stem = "depth_floor_real_pair" if args.pair is not None else stem
     stem += "_twin" if args.twin else ""
     path = OUT / f"{stem}.json"
     if args.replot:
         result = json.loads(path.read_text())
     else:
-        setup = sweep.cpu_setup(args, [args.draft])
-        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
+        if args.pair is not None:
+            if not (args.pair / "done").exists():
+                sys.exit(f"depth_floor: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
+            setup = real_pair.setup_for(args.pair, args)
+            prompts = real_pair.tokenized(args.pair / "target", "code", max(args.concurrency))
+            log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-depth-floor-"))
+        else:
+            setup = sweep.cpu_setup(args, [args.draft])
+            prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
         started = time.perf_counter()
         samples = run(setup, args, prompts, log_dir)
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "draft": args.draft, "k": args.k, "twin": args.twin, "output_tokens": args.output_tokens, "rounds": args.rounds,
+                "draft": args.draft, "models": setup.meta.get("models"), "k": args.k, "twin": args.twin, "output_tokens": args.output_tokens, "rounds": args.rounds,
                 "prompt_tokens": args.prompt_tokens, "engine_core": args.engine_core,
                 "engine": {k: v for k, v in setup.engine.items() if k != "model"},
                 "seconds": round(time.perf_counter() - started, 1)}

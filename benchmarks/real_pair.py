@@ -11,7 +11,10 @@ Engines, alive side by side in groups of two (an engine takes 6-8 GB of memory; 
   controller picks k' in 0..3 each step);
 * groups B and C (and D, asked for): stock SD (vLLM's speculative decoding) at k = 3 and 1 (and 2), each beside a twin of the
   target alone that scales its rates to group A's (a ratio across groups is taken against each group's
-  own target alone, phase by phase and round by round).
+  own target alone, phase by phase and round by round);
+* group E (asked for): ``vllm_depth_table``, stock SD at k = 3 with vLLM's own depth table
+  (``num_speculative_tokens_per_batch_size``: k' = 3 up to 8 running requests, 0 above; ``VLLM_TABLE``),
+  beside its twin of the target alone. It is a row to compare with, not a static choice.
 
 The workload, run back to back by each engine, every request ``--output-tokens`` long:
 
@@ -51,9 +54,12 @@ PAIR_DIR = Path.home() / ".cache" / "minedraft" / "real-pair"
 GROUPS = {"A": {"no_sd": ("no_sd", None), "minedraft_auto": ("minedraft_auto", 3)},
           "B": {"stock_sd_k3": ("stock_sd", 3), "no_sd_B": ("no_sd", None)},
           "C": {"stock_sd_k1": ("stock_sd", 1), "no_sd_C": ("no_sd", None)},
-          "D": {"stock_sd_k2": ("stock_sd", 2), "no_sd_D": ("no_sd", None)}}
+          "D": {"stock_sd_k2": ("stock_sd", 2), "no_sd_D": ("no_sd", None)},
+          "E": {"vllm_depth_table": ("stock_sd", 3), "no_sd_E": ("no_sd", None)}}
+VLLM_TABLE = [[1, 8, 3], [9, 32, 0]]  # vLLM's per-batch-size depth: (lowest, highest running requests, k')
 GROUP_OF = {engine: group for group, engines in GROUPS.items() for engine in engines}
 STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k2", "stock_sd_k3")
+COMPARED = ("minedraft_auto", "vllm_depth_table")  # engines read against the static choices
 STEADY = (1, 2, 4, 8, 16, 32)
 MOVING = ((1, "code"), (32, "code"), (4, "prose"), (1, "prose"), (16, "code"), (2, "code"), (32, "prose"), (8, "code"))
 TEMPERATURE = {"code": 0.0, "prose": 1.0}
@@ -121,6 +127,8 @@ def setup_for(pair: Path, args) -> sweep.Setup:
 def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path) -> list[dict]:
     warmup = plan[0]["command"]["prompts"][:1] * 2
     specs = {name: sweep.worker_spec(setup, "real", mode, k, warmup) for name, (mode, k) in engines.items()}
+    if "vllm_depth_table" in specs:
+        specs["vllm_depth_table"][0]["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = VLLM_TABLE
     pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
     names, samples = list(specs), []
     try:
@@ -143,6 +151,7 @@ def summarize(samples: list[dict]) -> dict:
     """Per round, group B's rates scaled by its twin of the target alone; then medians over rounds."""
     by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
     static = [e for e in STATIC if any(s["engine"] == e for s in samples)]  # a run of one group: its engines
+    compared = [e for e in COMPARED if any(s["engine"] == e for s in samples)]
     rounds = sorted({s["round"] for s in samples})
     all_phases = sorted({(s["phase"], s["part"], s["text"], s["requests"]) for s in samples})
     rounds_of = {}  # (engine, phase) -> the rounds it ran
@@ -165,7 +174,7 @@ def summarize(samples: list[dict]) -> dict:
         tokens = {p: by[("no_sd", r, p)]["generated_tokens"] for p, *_ in phases}
         row = {"steady": {}, "moving": {}}
         for p, part, text, n in phases:
-            rates = {e: tokens[p] / seconds(e, p) for e in (*static, "minedraft_auto")}
+            rates = {e: tokens[p] / seconds(e, p) for e in (*static, *compared)}
             best = max(static, key=rates.__getitem__)
             if part == "steady":
                 row["steady"][n] = {"tok_s": rates, "best_static": best,
@@ -175,7 +184,7 @@ def summarize(samples: list[dict]) -> dict:
             per_round.append(row)
             continue
         total = sum(tokens[p] for p, _ in moving)
-        whole = {e: total / sum(seconds(e, p) for p, _ in moving) for e in (*static, "minedraft_auto")}
+        whole = {e: total / sum(seconds(e, p) for p, _ in moving) for e in (*static, *compared)}
         ceiling = total / sum(min(seconds(e, p) for e in static) for p, _ in moving)
         best = max(static, key=whole.__getitem__)
         row["moving"] = {"tok_s": whole, "per_phase_ceiling_tok_s": ceiling, "best_static": best,
@@ -208,19 +217,20 @@ def markdown(summary: dict, meta: dict) -> str:
     rounds = meta["rounds"] if isinstance(meta["rounds"], dict) else {"every part": meta["rounds"]}
     lines = [f"Real pair ({meta['models']}), {meta['device_label']}, {meta['date']}, {meta['output_tokens']} output "
              f"tokens, medians of rounds (" + ", ".join(f"{part}: {n}" for part, n in rounds.items()) + ").", "",
-             "| load | target alone | stock SD k'=1 | k'=3 | MineDraft default | default / best static |",
-             "|---|---|---|---|---|---|"]
+             "| load | target alone | stock SD k'=1 | k'=3 | vLLM's depth table | MineDraft default | default / best static |",
+             "|---|---|---|---|---|---|---|"]
     for n, row in summary["steady"].items():
-        t = {e: float("nan") for e in STATIC} | row["tok_s"]
-        lines.append(f"| N = {n}, code | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | "
-                     f"{t['stock_sd_k3']:.1f} | {t['minedraft_auto']:.1f} | {row['auto_vs_best_static']:.2f}x |")
+        t = {e: float("nan") for e in (*STATIC, *COMPARED)} | row["tok_s"]
+        lines.append(f"| N = {n}, code | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | {t['stock_sd_k3']:.1f} | "
+                     f"{t['vllm_depth_table']:.1f} | {t['minedraft_auto']:.1f} | {row['auto_vs_best_static']:.2f}x |")
     m = summary["moving"]
     if m is None:
         return "\n".join(lines)
-    t = {e: float("nan") for e in STATIC} | m["tok_s"]
+    t = {e: float("nan") for e in (*STATIC, *COMPARED)} | m["tok_s"]
     lines.append(f"| moving (per-phase ceiling {m['per_phase_ceiling_tok_s']:.1f}; default / ceiling "
                  f"{m['auto_vs_ceiling']:.2f}x) | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | "
-                 f"{t['stock_sd_k3']:.1f} | {t['minedraft_auto']:.1f} | {m['auto_vs_best_static']:.2f}x |")
+                 f"{t['stock_sd_k3']:.1f} | {t['vllm_depth_table']:.1f} | {t['minedraft_auto']:.1f} | "
+                 f"{m['auto_vs_best_static']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -233,7 +243,7 @@ def plot(summary: dict, path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
     loads = list(summary["steady"])
     for engine, style in (("no_sd", "k-o"), ("stock_sd_k1", "C0:^"), ("stock_sd_k2", "C0--s"),
-                          ("stock_sd_k3", "C0-v"), ("minedraft_auto", "C3-o")):
+                          ("stock_sd_k3", "C0-v"), ("vllm_depth_table", "C2-.d"), ("minedraft_auto", "C3-o")):
         if engine not in summary["steady"][loads[0]]["tok_s"]:
             continue  # a group not run
         left.plot([int(n) for n in loads], [summary["steady"][n]["tok_s"][engine] for n in loads], style, label=engine)
@@ -248,10 +258,11 @@ def plot(summary: dict, path: Path) -> Path:
         fig.savefig(path, dpi=120)
         return path
     labels = {"no_sd": "alone", "stock_sd_k1": "k'=1", "stock_sd_k2": "k'=2", "stock_sd_k3": "k'=3",
-              "minedraft_auto": "default"}
+              "vllm_depth_table": "vLLM table", "minedraft_auto": "default"}
+    colors = {"minedraft_auto": "C3", "no_sd": "k", "vllm_depth_table": "C2"}
     names = [e for e in labels if e in m["tok_s"]]
     right.bar(range(len(names) + 1), [m["tok_s"][e] for e in names] + [m["per_phase_ceiling_tok_s"]],
-              color=["C3" if e == "minedraft_auto" else "k" if e == "no_sd" else "C0" for e in names] + ["0.6"])
+              color=[colors.get(e, "C0") for e in names] + ["0.6"])
     right.set_xticks(range(len(names) + 1), [labels[e] for e in names] + ["ceiling"], rotation=45)
     right.set(title="a load that moves", ylabel="output tok/s")
     fig.tight_layout()
@@ -265,7 +276,8 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--groups", default="ABC",
-                        help="which engine groups to run (A with any of B, C, D; D, stock SD at k = 2, not by default)")
+                        help="which engine groups to run (A with any of B, C, D, E; D, stock SD at k = 2, and E, "
+                             "vLLM's depth table, not by default)")
     parser.add_argument("--parts", default="steady,moving", choices=("steady,moving", "steady", "moving"),
                         help="the steady loads, the load that moves, or both")
     parser.add_argument("--merge", action="store_true",

@@ -74,3 +74,17 @@ def test_the_twin_is_the_target_alone_again_and_gets_its_own_column():
     table = depth_floor.markdown(rows, {"date": "2026-11-26T00:00", "device_label": "cpu", "draft": "d", "k": 3,
                                         "output_tokens": 256, "rounds": 2})
     assert "| 8 | 1000 | 0.50x | 0.90x | 0.95x (0.80x-1.10x) |" in table
+
+
+def test_an_engine_left_out_is_not_built_and_reads_as_a_dash():
+    """The real pair leaves stock vLLM at depth 0 out (four of its engines ran out of memory)."""
+    setup = sweep.Setup(device="cpu", device_label="cpu", pairs={"d": ("/target", "/draft")},
+                        target_names={"d": "t"}, engine={"seed": 0}, env={}, interleave=True)
+    specs = depth_floor.engine_specs(setup, "d", 3, warmup=[[1]], leave_out=("vllm_depth0",))
+    assert set(specs) == {"no_sd", "minedraft_depth0"}
+    samples = [{"engine": e, "round": 0, "requests": 32, "tok_s": t} for e, t in (("no_sd", 80.0),
+                                                                               ("minedraft_depth0", 78.0))]
+    table = depth_floor.markdown(depth_floor.summarize(samples), {"date": "2026-11-29T00:00", "device_label": "cpu",
+                                                                  "draft": "real", "k": 3, "output_tokens": 64,
+                                                                  "rounds": 1})
+    assert "| 32 | 80 | - | 0.97x |" in table

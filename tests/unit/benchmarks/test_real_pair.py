@@ -59,3 +59,27 @@ def test_prompts_of_a_kind_differ_from_request_to_request():
     for kind in real_pair.TEMPERATURE:
         texts = real_pair.prompt_texts(kind, 32)
         assert len(set(texts)) == 32
+
+
+def test_vllm_s_depth_table_is_a_row_to_compare_never_the_best_static_choice():
+    """Group E (vLLM's depth table) is read on group A's scale beside the others, but the default is scored
+    against the static engines only, even where the table is faster than all of them."""
+    def seconds(engine, phase):
+        slow = 2.0 if engine in real_pair.GROUPS["E"] else 1.0
+        return slow * {"vllm_depth_table": 0.25, "minedraft_auto": 0.8}.get(engine, 1.0)
+
+    both = samples(seconds)
+    for engine in real_pair.GROUPS["E"]:
+        for r in (0, 1):
+            for i, (part, text, n) in enumerate(PHASES):
+                both.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
+                             "generated_tokens": 64 * n, "elapsed_s": seconds(engine, i)})
+    summary = real_pair.summarize(both)
+    for row in summary["steady"].values():
+        assert row["tok_s"]["vllm_depth_table"] == pytest.approx(4 * row["tok_s"]["no_sd"])
+        assert "vllm_depth_table" not in row["best_static"]
+        assert row["auto_vs_best_static"] == pytest.approx(1 / 0.8)
+    assert summary["moving"]["tok_s"]["vllm_depth_table"] == pytest.approx(4 * summary["moving"]["tok_s"]["no_sd"])
+    table = real_pair.markdown(summary, {"models": "m", "device_label": "cpu", "date": "d", "output_tokens": 64,
+                                         "rounds": 2})
+    assert "vLLM's depth table" in table and "nan" not in table.split("\n")[-1]
