@@ -18,7 +18,8 @@ shallower: a re-check at depth 1 after a long stretch at depth 0) stands in with
 before it where position 1 now accepts more than it did then (by ``rise``): the text changed for
 the better, and what the deeper position measured was of the old one. Where position 1 did not rise
 (the steps drafted shallower because the deeper positions were measured poor) it keeps its own: a
-depth measured to lose is not tried again every ``forget_s``. That verdict takes ``trusted_trials``:
+depth measured to lose is not tried again every ``forget_s`` (the depth controller re-checks it at a
+bounded share of time instead). That verdict takes ``trusted_trials``:
 a position that reached fewer trials (a request or two's first steps) stands in with the one before
 until the steps that try it again have measured it. A position never measured reads as None
 (counted as accepted in a prediction: its first steps measure it).
@@ -91,11 +92,14 @@ class Acceptance:
             out.append(rate)
         return out
 
-    def expected_tokens(self) -> list[float]:
+    def expected_tokens(self, measured_up_to: int | None = None) -> list[float]:
         """A request's tokens from a step verifying 0..max_depth drafts: the accepted run and the
-        target's own token. A position never measured counts as accepted: its first steps measure it."""
+        target's own token. A position never measured counts as accepted: its first steps measure it;
+        so does every position past ``measured_up_to``, where given (a ceiling)."""
         totals, run = [1.0], 1.0
-        for rate in self.per_position():
+        for j, rate in enumerate(self.per_position()):
+            if measured_up_to is not None and j >= measured_up_to:
+                rate = None
             run *= 1.0 if rate is None else rate
             totals.append(totals[-1] + run)
         return totals

@@ -383,3 +383,22 @@ def test_the_controller_takes_no_depth_below_zero_or_above_k():
         DepthController(max_depth=-1)
     controller = DepthController(max_depth=0)
     assert run(controller, FakeEngine(), 4, 5) == [0] * 5
+
+
+def test_the_position_past_the_chosen_depth_is_rechecked_and_a_text_drafted_deeper_is_found():
+    """Position 1 accepted always and the later ones never: depth 1 wins, and positions 2 and 3 keep what
+    they measured (position 1 cannot rise). When the text turns predictable at every position, position
+    1 reads the same, so only a re-check of position 2 (one step of 8 requests' drafts at depth 2, spaced
+    as depth 0's are) finds it; then position 3's, and the steps draft at the best depth."""
+    engine = FakeEngine(per_token=0.0002, acceptance=1.0, deeper=0.0)
+    controller = DepthController(max_depth=3, min_recheck_s=1.0)
+    depths = run(controller, engine, 8, 2000)
+    assert engine.best(8, 3) == 1 and depths[-1] == 1
+    clock, rechecks = controller.seconds, controller.rechecks
+    probes = depths[100:].count(2)
+    assert 0 < probes <= clock / 1.0 + 1  # re-checked, at most once a second of steps
+    assert depths[100:].count(3) <= 8
+    engine.deeper = 0.95
+    later = run(controller, engine, 8, 1000)
+    assert controller.rechecks > rechecks
+    assert engine.best(8, 3) == 3 and later[-1] == 3 and near_best(engine, 8, later[-50:], 3)
