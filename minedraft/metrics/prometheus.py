@@ -24,8 +24,8 @@ _COUNTERS = {
     "late_drafts": "Requests verified without drafts because the process drafter was late or gone.",
     "arrival_skips": "Plain SD drafting rounds skipped so that a newly arrived request's prefill "
     "did not wait for them.",
-    "depth_rechecks": "Steps the depth controller drafted, where it had chosen speculation off, to measure "
-    "acceptance again.",
+    "depth_rechecks": "Re-checks the depth controller began: a few drafts where it had chosen speculation off, "
+    "or one depth deeper than it had chosen, to measure acceptance again.",
 }
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",

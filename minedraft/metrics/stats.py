@@ -47,7 +47,7 @@ class MineDraftStats:
     probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
     late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
     arrival_skips: int = 0  # held drafting rounds skipped because a request arrived (first token)
-    depth_rechecks: int = 0  # steps the depth controller drafted at depth 0's place to re-measure acceptance
+    depth_rechecks: int = 0  # re-checks the depth controller began (at depth 0, or one depth deeper)
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
 
