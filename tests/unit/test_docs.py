@@ -13,13 +13,13 @@ from minedraft.config.environment import markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-DOCS = ("README.md", "RFC.md", "benchmarks/README.md", "patches/README.md",
+DOCS = ("README.md", "RFC.md", "docs/compatibility.md", "benchmarks/README.md", "patches/README.md",
         "minedraft/cost_model/calibration/README.md")
 README_MAX_LINES = 200
 ENV_BEGIN, ENV_END = "<!-- environment:begin -->", "<!-- environment:end -->"
 
 # The repository's top-level folders and files: a path starting with one of them is a repo path.
-TOP = ("minedraft", "harness", "modelkit", "analysis", "benchmarks", "tests", "patches",
+TOP = ("minedraft", "harness", "modelkit", "analysis", "benchmarks", "tests", "patches", "docs",
        "README.md", "RFC.md", "Makefile", "pyproject.toml")
 # Paths that name vLLM's own files, not this repository's.
 UPSTREAM_PATHS = ("tests/v1/",)
