@@ -32,7 +32,8 @@ same requests (the weights' ratio, scheduling/depth_prior.py, where known) and a
 ``draft_ratio`` of a target token, and ``s`` is 0. Each prior weighs as ``prior_weight`` steps, so
 measurements override it as soon as they separate the terms.
 
-Drafting more never makes a step cheaper: predictions are made non-decreasing in depth.
+No term of the fit is negative (a step has no part that makes it cheaper), and drafting more never
+makes a step cheaper: predictions are made non-decreasing in depth.
 Pure Python and NumPy, no clock.
 """
 
@@ -147,5 +148,22 @@ class StepCosts:
         per_step, per_request = self._priors
         gram += self.prior_weight * (per_step + max(decodes, 1) ** 2 * per_request)
         gram += 1e-9 * max(float((near * self.weights).sum()), 1.0) * np.eye(FEATURES)  # nothing measured yet: still solvable
-        return np.linalg.solve(gram, moment)
+        return _non_negative(gram, moment)
+
+
+def _non_negative(gram: np.ndarray, moment: np.ndarray) -> np.ndarray:
+    """The least-squares solution with no negative term: a step's cost has no part that makes it cheaper.
+    Steps that all verify as many tokens (a load held at one depth: each step verifies the drafts of the
+    one before) cannot tell the fixed part from the part per token, and the priors then split them at
+    random: on a fake engine at one request, a fixed part of 0.61 s against a measured 0.11 and -0.12 s
+    per token, which predicted depth 1 at 0.41 s against a true 0.16. A negative term is set to 0 and the
+    rest solved again (an active set; six terms at most)."""
+    free = np.ones(len(moment), dtype=bool)
+    theta = np.linalg.solve(gram, moment)
+    while (theta[free] < 0).any():
+        free[np.flatnonzero(free)[np.argmin(theta[free])]] = False
+        theta = np.zeros(len(moment))
+        if free.any():
+            theta[free] = np.linalg.solve(gram[np.ix_(free, free)], moment[free])
+    return theta
 
