@@ -92,13 +92,13 @@ class Acceptance:
             out.append(rate)
         return out
 
-    def expected_tokens(self, measured_up_to: int | None = None) -> list[float]:
+    def expected_tokens(self, ceiling_past: int | None = None) -> list[float]:
         """A request's tokens from a step verifying 0..max_depth drafts: the accepted run and the
         target's own token. A position never measured counts as accepted: its first steps measure it;
-        so does every position past ``measured_up_to``, where given (a ceiling)."""
+        so does every position past ``ceiling_past``, where given (a ceiling)."""
         totals, run = [1.0], 1.0
         for j, rate in enumerate(self.per_position()):
-            if measured_up_to is not None and j >= measured_up_to:
+            if ceiling_past is not None and j >= ceiling_past:
                 rate = None
             run *= 1.0 if rate is None else rate
             totals.append(totals[-1] + run)

@@ -52,6 +52,7 @@ feeds it step durations, and its time is the sum of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -151,14 +152,14 @@ class DepthController:
         return len(self._depths) > 1
 
     def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
-                ceiling: bool = False, measured_up_to: int = 0) -> list[float]:
-        """Predicted output tokens per second at each depth 0..K; ``ceiling``: had every draft past
-        position ``measured_up_to`` been accepted (a position whose acceptance is not measured yet always
+                ceiling_past: int | None = None) -> list[float]:
+        """Predicted output tokens per second at each depth 0..K; ``ceiling_past``: had every draft past
+        that position been accepted (0: every draft; a position whose acceptance is not measured yet always
         counts as accepted)."""
         seconds = self.costs.seconds(decodes, self.max_depth)
         catch_up_s = self.costs.catch_up_seconds(decodes, catch_up) if catch_up else 0.0
         left = DEFAULT_REMAINING if remaining is None else max(remaining, 1.0)
-        tokens = self.acceptance.expected_tokens(measured_up_to if ceiling else None)
+        tokens = self.acceptance.expected_tokens(ceiling_past)
         rates = []
         for depth, (step, per_request) in enumerate(zip(seconds, tokens)):
             if depth > 0 and catch_up_s > 0:
@@ -184,16 +185,20 @@ class DepthController:
                  base: int = 0) -> int:
         """A re-check's depth when one is due (see the module), else 0: from depth 0 (``base``), of
         acceptance at all; from a depth > 0, of the position past it."""
-        ceiling = self.goodput(decodes, 0, remaining, ceiling=True, measured_up_to=base)
+        if base >= self._depths[-1]:
+            return 0  # no depth deeper to try
+        last = self.acceptance.last_seen if base == 0 else self.acceptance.seen_at[base]
+        since = self.seconds - max(-math.inf if last is None else last, self._recheck_from)
+        if since < self.min_recheck_s:
+            return 0  # no re-check waits less: every step at a depth > 0 asks
+        ceiling = self.goodput(decodes, 0, remaining, ceiling_past=base)
         probe = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + self.margin)), None)
         if probe is None:
             return 0  # no acceptance could make drafting (deeper) pay here
         steps = -(-self.recheck_drafts // decodes)  # enough drafts to tell acceptance from the prior
         seconds = self.costs.seconds(decodes, probe)
         cost = steps * (seconds[probe] - seconds[base]) + self.costs.catch_up_seconds(decodes, catch_up)
-        wait = max(self.min_recheck_s, cost / self.recheck_budget)
-        last = self.acceptance.last_seen if base == 0 else self.acceptance.seen_at[base]
-        if self.seconds - max(-wait if last is None else last, self._recheck_from) < wait:
+        if since < max(self.min_recheck_s, cost / self.recheck_budget):
             return 0
         self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
         self._recheck_left, self._recheck_depth = self.recheck_drafts - decodes, probe
