@@ -127,10 +127,11 @@ SKIP_KWARGS = ("target_hidden_states", "common_attn_metadata")
 
 def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20, chunk: int = 5,
         head: type[FakeDraftModel] = FakeDraftModel, max_hidden_bytes: int | None = None,
-        reduced: bool = False):
+        reduced: bool = False, aux: bool = False):
     """The steps of ``depths`` (each request scheduled unless ``schedule(step)`` says which), the
     depth-0 calls skipped where the catch-up takes them (as InProcessDraftSource does); ``reduced``:
-    a skip gets only what the runner's EAGLE path gives it, after ``can_skip`` said yes."""
+    a skip gets only what the runner's EAGLE path gives it, after ``can_skip`` said yes; ``aux``: the
+    hidden states as EAGLE-3's path gives them, its layers a tuple of column blocks."""
     batch = Batch({"a": 13, "b": 3, "c": 30})
     model = head(max_tokens if skip else None)
     catch_up = batch.catch_up(model, max_tokens, max_hidden_bytes)
@@ -140,6 +141,9 @@ def run(depths: list[int], skip: bool, schedule=None, max_tokens: int = 1 << 20,
         skipped = None
         if skip and depth == 0:
             offered = ProposeCall(call.req_ids, (), {k: call.kwargs[k] for k in SKIP_KWARGS}, 0) if reduced else call
+            if aux:
+                hidden = offered.kwargs["target_hidden_states"]
+                offered.kwargs["target_hidden_states"] = tuple(hidden[:, i:i + 1] for i in range(hidden.shape[1]))
             fits = catch_up.can_skip(offered.kwargs)
             if fits or not reduced:
                 skipped = catch_up.skip(offered)
@@ -220,12 +224,15 @@ def test_an_eagle_call_over_the_hidden_state_budget_runs_and_the_kv_stays_right(
     assert 0 in skipped.calls
 
 
+@pytest.mark.parametrize("aux", [False, True], ids=["eagle", "eagle3_layers"])
 @pytest.mark.parametrize("max_hidden_bytes", [None, 16 * 2 * 4])
-def test_an_eagle_skip_needs_only_the_hidden_states_and_where_requests_start(max_hidden_bytes):
+def test_an_eagle_skip_needs_only_the_hidden_states_and_where_requests_start(max_hidden_bytes, aux):
     """The runner skips vLLM's preparation of a depth-0 EAGLE call and hands the skip the target's
-    hidden states and the attention metadata alone; the catch-up then rebuilds the same KV."""
+    hidden states (EAGLE-3's layers not yet joined) and the attention metadata alone; the catch-up
+    then rebuilds the same KV."""
     every, _ = run(DEPTHS, skip=False, head=FakeEagleHead)
-    skipped, catch_up = run(DEPTHS, skip=True, head=FakeEagleHead, max_hidden_bytes=max_hidden_bytes, reduced=True)
+    skipped, catch_up = run(DEPTHS, skip=True, head=FakeEagleHead, max_hidden_bytes=max_hidden_bytes, reduced=True,
+                            aux=aux)
     assert skipped.kv == every.kv
     if max_hidden_bytes is None:
         assert catch_up.skipped_calls == DEPTHS.count(0)
