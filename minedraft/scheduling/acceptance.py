@@ -46,6 +46,7 @@ class Acceptance:
     seen_at: list[float] = field(default_factory=list)  # the time each position was last measured
     first_then: list[float] = field(default_factory=list)  # position 1's rate at each one's last measurement
     last_seen: float | None = None  # when any position was last measured
+    _expected: dict[int | None, list[float]] = field(default_factory=dict)  # expected_tokens, until a measurement
 
     def __post_init__(self) -> None:
         self.trials = [0.0] * self.max_depth
@@ -60,9 +61,12 @@ class Acceptance:
             for j in range(min(drafts, taken + 1, self.max_depth)):
                 reached[j] += 1
                 accepted[j] += j < taken
+        if not reached or not reached[0]:
+            return  # no draft verified (every step at depth 0)
         for j, (trials, hits) in enumerate(zip(reached, accepted)):
             if trials == 0:
                 continue
+            self._expected.clear()
             keep = math.exp(-trials / self.tau)
             if now - self.seen_at[j] > self.forget_s and self.trials[j] > self.prior_trials:
                 keep *= self.prior_trials / self.trials[j]  # what it knew weighs as the prior does
@@ -95,7 +99,14 @@ class Acceptance:
     def expected_tokens(self, ceiling_past: int | None = None) -> list[float]:
         """A request's tokens from a step verifying 0..max_depth drafts: the accepted run and the
         target's own token. A position never measured counts as accepted: its first steps measure it;
-        so does every position past ``ceiling_past``, where given (a ceiling)."""
+        so does every position past ``ceiling_past``, where given (a ceiling). Kept until the next
+        measurement: a step asks several times, and a step at depth 0 measures nothing."""
+        totals = self._expected.get(ceiling_past)
+        if totals is None:
+            totals = self._expected[ceiling_past] = self._expected_tokens(ceiling_past)
+        return totals
+
+    def _expected_tokens(self, ceiling_past: int | None) -> list[float]:
         totals, run = [1.0], 1.0
         for j, rate in enumerate(self.per_position()):
             if ceiling_past is not None and j >= ceiling_past:

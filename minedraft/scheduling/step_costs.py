@@ -74,6 +74,7 @@ class StepCosts:
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     levels: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each cell's bucket.bit_length()
     _fits: dict[int, tuple[float, ...]] = field(default_factory=dict)  # by bucket, until the next refit
+    _times: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # seconds(), until the next refit
     _unfitted_s: float = 0.0  # the seconds of the steps observed since the fits were solved
     _unfolded: list[tuple[int, tuple[float, ...], float]] = field(default_factory=list)  # (row, x, seconds)
     # The soft priors' Gram matrices, per step and per request (see __post_init__).
@@ -114,6 +115,7 @@ class StepCosts:
         self._unfitted_s += seconds
         if not settled or self._unfitted_s >= self.refit_s:
             self._fits.clear()
+            self._times.clear()
             self._unfitted_s = 0.0
 
     def _fold(self) -> None:
@@ -147,7 +149,14 @@ class StepCosts:
 
     def seconds(self, decodes: int, max_depth: int) -> list[float]:
         """The predicted seconds of a decode step of ``decodes`` requests at each depth 0..``max_depth``,
-        nothing to catch up; non-decreasing in depth."""
+        nothing to catch up; non-decreasing in depth (kept until the next refit: a step asks several times)."""
+        key = (decodes, max_depth)
+        times = self._times.get(key)
+        if times is None or not self._fits:
+            times = self._times[key] = self._seconds(decodes, max_depth)
+        return times
+
+    def _seconds(self, decodes: int, max_depth: int) -> list[float]:
         a, w, s, c, e, _ = self._fit(decodes)
         s = max(s, 0.0)  # drafting never makes a step cheaper (a fit from few depth-0 steps may say so)
         times, floor = [], 0.0

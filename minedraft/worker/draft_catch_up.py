@@ -103,7 +103,7 @@ class DraftCatchUp:
         """Finished or preempted requests (a preempted one is computed again from its start)."""
         for req_id in req_ids:
             self.behind.pop(req_id, None)
-            self._take_hidden(req_id)
+            self._drop_hidden(req_id)
 
     def calls_before(self, call: ProposeCall) -> Iterator[ProposeCall]:
         """The depth-0 passes that feed the requests of ``call`` what their draft skipped."""
@@ -142,11 +142,15 @@ class DraftCatchUp:
         return [row[:len(row) - n].clone() for row, n in zip(rows, rejected[:len(rows)].tolist())]
 
     def _take_hidden(self, req_id: str) -> torch.Tensor | None:
-        parts = self.hidden.pop(req_id, None)
+        parts = self._drop_hidden(req_id)
         if not parts:
             return None
-        self.hidden_bytes -= sum(h.numel() * h.element_size() for h in parts)
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _drop_hidden(self, req_id: str) -> list[torch.Tensor]:
+        parts = self.hidden.pop(req_id, [])
+        self.hidden_bytes -= sum(h.numel() * h.element_size() for h in parts)
+        return parts
 
     def _batches(self, spans: list[_Span]) -> Iterator[list[_Span]]:
         """Spans cut to passes of at most ``max_tokens`` tokens (one extra slot per request)."""
