@@ -19,7 +19,10 @@ preparation, model forward, sampling and ``propose_draft_token_ids``):
   head's catch-up needs turned off: the target computes no auxiliary hidden
   states and the skipped calls keep none (what speculation off would cost if
   the head resumed without a catch-up; not a mode MineDraft offers);
-* ``no_sd_twin`` (``--twin``): a second target alone, the measurement's own resolution.
+* ``no_sd_twin`` (``--twin``): a second target alone, the measurement's own resolution;
+* ``minedraft_auto`` (``--auto``): MineDraft's default, no depth table: its depth controller chooses
+  each step's depth (where speculation loses, depth 0 on nearly every step, a re-check's few steps
+  deeper), so its step against ``minedraft_depth0``'s is what the controller costs.
 
     python benchmarks/depth0_stages.py --draft eagle3            # ~4 min on 2 idle cores
     python benchmarks/depth0_stages.py --draft draft_perturbed
@@ -80,7 +83,7 @@ class StageTimer:
         self.calls.clear()
 
 
-def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False):
+def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False, auto: bool = False):
     from vllm import LLM
 
     from harness.engine_args import Speculation, engine_kwargs
@@ -96,6 +99,9 @@ def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False):
                "minedraft_depth0": LLM(**engine_kwargs("minedraft_auto", kit.target, speculation, **common))}
     if twin:
         engines["no_sd_twin"] = LLM(**engine_kwargs("no_sd", kit.target, **common))
+    if auto:
+        engines["minedraft_auto"] = LLM(**engine_kwargs("minedraft_auto", kit.target, Speculation(
+            getattr(kit, draft), k, method), **common))
     if method == "eagle3":
         engines["minedraft_depth0_vllm_prep"] = LLM(**engine_kwargs("minedraft_auto", kit.target, speculation,
                                                                     **common))
@@ -133,7 +139,7 @@ def instrument(llm) -> StageTimer:
 def run(args) -> dict:
     from vllm import SamplingParams
 
-    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)), args.twin)
+    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)), args.twin, args.auto)
     timers = {name: instrument(llm) for name, llm in engines.items()}
     rng = random.Random(0)
     params = SamplingParams(max_tokens=args.output_tokens, temperature=0, ignore_eos=True)
@@ -190,6 +196,7 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--twin", action="store_true", help="also a second target alone (no_sd_twin)")
+    parser.add_argument("--auto", action="store_true", help="also MineDraft's default, its depth chosen (minedraft_auto)")
     return parser.parse_args(argv)
 
 
@@ -203,7 +210,7 @@ def main(argv=None) -> None:
     result = run(args)
     result["meta"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
                       "draft": args.draft, "k": args.k, "prompt_tokens": args.prompt_tokens,
-                      "output_tokens": args.output_tokens, "rounds": args.rounds, "twin": args.twin,
+                      "output_tokens": args.output_tokens, "rounds": args.rounds, "twin": args.twin, "auto": args.auto,
                       "unit": "ms per step: a stage's time over a round divided by its output tokens; medians of rounds",
                       "seconds": round(time.perf_counter() - started, 1)}
     OUT.mkdir(parents=True, exist_ok=True)
