@@ -31,10 +31,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.calibration import fit_engine_and_speed
 from minedraft.cost_model.calibrate import (
     CPU_STEP_OVERLAP_JSON,
     EngineRow,
-    fit_engine_and_speed,
     fit_engine_overhead_rows,
     fit_step_overlap,
 )

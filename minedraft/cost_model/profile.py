@@ -336,9 +336,10 @@ EAGLE_VICUNA_33B = dataclasses.replace(
 
 # Measured on an NVIDIA H100 80GB HBM3 (benchmarks/results/nvidia-h100-80gb-hbm3/gpu_overlap.json, 2026-11-26;
 # torch alone, bf16 decoder stacks of the Llama-3.1-8B / Llama-3.2-1B and Qwen3-32B / Qwen3-1.7B shapes, context
-# 512, k = 1, 3, 5, B = 1 to 128, medians of 30): calibrate.fit_gpu_overlap fits these on that file, and
-# tests/unit/cost_model/test_profile.py checks they agree with it. The profiles model H100s, so the H100 run is
-# their calibration; the earlier H200 run (benchmarks/results/nvidia-h200/) fits 0.66 / 0.49 / 0.15 / 1.02 / 0.59.
+# 512, k = 1, 3, 5, B = 1 to 128, medians of 30): analysis/calibration.py's fit_gpu_overlap fits these on that
+# file, and tests/unit/analysis/test_calibration.py checks they agree with it. The profiles model H100s, so the
+# H100 run is their calibration; the earlier H200 run (benchmarks/results/nvidia-h200/) fits 0.66 / 0.49 /
+# 0.15 / 1.02 / 0.59.
 # Share of the datasheet HBM bandwidth a forward reaches streaming its weights (graph replay, one request):
 BANDWIDTH_EFFICIENCY = 0.72  # the target (Llama-3.1-8B shape)
 DRAFT_BANDWIDTH_EFFICIENCY = 0.57  # the drafter (Llama-3.2-1B shape): smaller GEMMs reach less
@@ -353,7 +354,8 @@ EAGER_HOST_MS_PER_LAYER = 0.14
 SAME_GPU_INTERFERENCE = 0.97
 SAME_GPU_INTERFERENCE_GRAPHS = 0.78
 # Share of the dense BF16 peak that the verification's forward reaches in the model above (max(weights,
-# compute) + KV reads): calibrate.fit_compute_efficiency on benchmarks/results/nvidia-h200/gpu_depth.json
+# compute) + KV reads): analysis/calibration.py's fit_compute_efficiency on
+# benchmarks/results/nvidia-h200/gpu_depth.json
 # (2026-11-28, torch alone, graph replay, the target over B x (d + 1) tokens for B = 1 to 128, d = 0 to 5;
 # the H100's datasheet compute is the H200's). 0.38 in both runs (rms error 15 %; the 0.60 assumed before,
 # 23 %); on an H100 (nvidia-h100-80gb-hbm3/gpu_depth.json, the Llama pair: Qwen3-32B did not fit) 0.39.

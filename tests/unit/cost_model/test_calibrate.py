@@ -99,29 +99,3 @@ def test_engine_overhead_is_recovered_from_rows_of_mixed_workloads():
     assert fitted.step_overhead_per_request_ms == pytest.approx(0.07, rel=1e-6)
     with pytest.raises(ValueError, match="at least three"):
         fit_engine_overhead_rows(blank, rows[:2])
-
-
-def test_engine_overhead_and_machine_speed_are_recovered():
-    """fit_engine_and_speed: rows from the same engine on a machine 1.3x slower, with 2 ms + 0.05 ms per
-    request of engine overhead per step, give both back."""
-    from minedraft.cost_model.calibrate import EngineRow, fit_engine_and_speed
-
-    base = dataclasses.replace(profile_by_name("cpu", 3), step_overhead_ms=0.0, step_overhead_per_request_ms=0.0)
-
-    def slower(f: ForwardCost) -> ForwardCost:
-        return ForwardCost(*(1.3 * v for v in (f.fixed_ms, f.per_request_ms, f.per_token_ms, f.floor_ms, f.host_ms)))
-
-    truth = dataclasses.replace(base, target=slower(base.target), draft=slower(base.draft),
-                                verify_fixed_ms=1.3 * base.verify_fixed_ms, propose_fixed_ms=1.3 * base.propose_fixed_ms,
-                                propose_per_request_ms=1.3 * base.propose_per_request_ms,
-                                step_overhead_ms=2.0, step_overhead_per_request_ms=0.05)
-    rows = []
-    for workload in (Workload(64, 32), Workload(64, 256)):
-        for mode in ("no_sd", "stock_sd"):
-            for n in (1, 4, 16):
-                ms, tokens = mode_time_ms(truth, mode, n, 3, 0.7, workload)
-                rows.append(EngineRow(mode, 3, n, 1e3 * tokens / ms, workload, 0.7))
-    fitted = fit_engine_and_speed(base, rows)
-    assert fitted.step_overhead_ms == pytest.approx(2.0, rel=1e-6)
-    assert fitted.step_overhead_per_request_ms == pytest.approx(0.05, rel=1e-6)
-    assert fitted.target.per_token_ms == pytest.approx(truth.target.per_token_ms, rel=1e-6)
