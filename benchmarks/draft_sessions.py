@@ -6,7 +6,7 @@ job. Two ways to run it, each in a fresh draft engine on one core (the
 drafter's placement in ``dedicated.py``):
 
 * ``sessions`` (the product): each request is a draft session whose KV stays
-  between jobs and rolls back to the accepted tokens (minedraft/process_drafter/sessions.py);
+  between jobs and rolls back to the accepted tokens (minedraft/process_drafter/draft_engine/sessions.py);
 * ``new_requests``: every job sends each whole history as a new request to an
   engine with prefix caching (the first version of the process drafter).
 
@@ -42,7 +42,7 @@ def measure(method: str, k: int, concurrency: list[int]) -> dict[int, float]:
 
     from minedraft.process_drafter.frontend import draft_engine_kwargs
     from minedraft.config.placement import DrafterDevice
-    from minedraft.process_drafter.sessions import DraftSessions
+    from minedraft.process_drafter.draft_engine.sessions import DraftSessions
     from modelkit import build_kit
 
     kit = build_kit()

@@ -3,7 +3,7 @@
 The user's ``--speculative-config`` names the draft model as for vLLM's
 ``draft_model`` method. With ``MINEDRAFT_DRAFTER=process`` the target engine
 is given vLLM's ``custom_class`` method instead, with
-:class:`~minedraft.process_drafter.proposer.RemoteDraftProposer` as the class: the
+:class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer` as the class: the
 target's worker then loads no draft model and allocates no KV cache for one.
 The draft model's own arguments become the draft engine's (``LLM`` keyword
 arguments, carried to the worker in ``additional_config``).

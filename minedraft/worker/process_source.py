@@ -1,6 +1,6 @@
 """The process drafter as a draft source: jobs sent to the draft engine process, drafts collected with a bound.
 
-vLLM built :class:`~minedraft.process_drafter.proposer.RemoteDraftProposer`
+vLLM built :class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer`
 as this worker's drafter (the front end put it in the speculative config).
 A job holds only the tokens each request gained since its last job, so a
 deferred call costs nothing to hold until the next step: ``run`` sends it,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from minedraft.process_drafter.proposer import RemoteDraftJob, RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import RemoteDraftJob, RemoteDraftProposer
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_source import DraftSource, ProposeCall
 

@@ -52,7 +52,7 @@ from minedraft.config.catch_up import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
-from minedraft.process_drafter.proposer import RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import RemoteDraftProposer
 from minedraft.rank import tensor_parallel_rank
 from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
 from minedraft.worker.draft_catch_up import DraftCatchUp

@@ -4,7 +4,7 @@ vLLM's DFlash drafter, in the target's worker, projects the target's hidden
 states (auxiliary layers side by side) of every token the target computed and
 kept into its context K/V. For the process drafter the runner copies those
 rows out each step and the proposer sends them with its next job
-(process_drafter/sent_context.py). Per request of the step, in the batch's
+(process_drafter/target/sent_context.py). Per request of the step, in the batch's
 row order (the order of the step's tokens):
 
 * a prompt chunk: all its tokens (a chunk that ends the prompt also samples
@@ -25,7 +25,7 @@ def step_context(req_ids: list[str], scheduler_output, sampled_token_ids: list[l
     ``token_ids``: the batch's token table (rows as ``req_ids``). The prefix is the tokens before the
     first row of a request new or resumed in this step, whose prompt prefix came from the target's
     prefix cache (None otherwise): the drafter finds that context in a prefix cache of its own
-    (process_drafter/context_blocks.py)."""
+    (process_drafter/draft_engine/context_blocks.py)."""
     computed = _computed_before(scheduler_output)
     starting = {r.req_id for r in scheduler_output.scheduled_new_reqs} | set(
         scheduler_output.scheduled_cached_reqs.resumed_req_ids)

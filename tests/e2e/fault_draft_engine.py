@@ -1,6 +1,6 @@
 """The process drafter's engine with faults injected, for the e2e tests (never shipped).
 
-Started instead of ``minedraft.process_drafter.engine`` by fault_injection.py's
+Started instead of ``minedraft.process_drafter.draft_engine.engine`` by fault_injection.py's
 worker: ``python -m tests.e2e.fault_draft_engine SPEC_JSON``. It is the draft
 engine, with ``handle`` wrapped: MINEDRAFT_INJECT_FAULT (comma-separated)
 names the faults, ``drafter_stall`` sleeps MINEDRAFT_FAULT_STALL_S (default 5)
@@ -13,7 +13,7 @@ import os
 import time
 
 from minedraft.config import environment
-from minedraft.process_drafter.engine import DraftEngine, main
+from minedraft.process_drafter.draft_engine.engine import DraftEngine, main
 
 DRAFTER_FAULTS = frozenset({"drafter_stall", "drafter_exit"})
 STALL_JOB, EXIT_JOB = 3, 12

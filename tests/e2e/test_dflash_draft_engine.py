@@ -15,7 +15,7 @@ import torch
 from vllm.engine.arg_utils import EngineArgs
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.client import DrafterClient
+from minedraft.process_drafter.target.client import DrafterClient
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 

@@ -16,7 +16,7 @@ import pytest
 from vllm.engine.arg_utils import EngineArgs
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.client import DrafterClient
+from minedraft.process_drafter.target.client import DrafterClient
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 from minedraft.process_drafter.history import SentHistories
 from modelkit import build_kit

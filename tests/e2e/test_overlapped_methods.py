@@ -13,7 +13,7 @@ Under ``auto`` the depth controller moved the depth MTP drafts at; parallel draf
 and suffix decoding draft K every step and stay at K, and with ``speculation_depth: auto`` (run for P-EAGLE, whose draft
 catch-up once crashed the worker) the controller moved the number of drafts verified. PARD's draft
 model also runs in the process drafter's engine (one token per forward there), and the DFlash draft in
-its own process with the target's hidden states sent to it (process_drafter/dflash_engine.py): exact,
+its own process with the target's hidden states sent to it (process_drafter/draft_engine/dflash_engine.py): exact,
 parallel steps, and as many drafts accepted as stock SD (within a tenth), which a context with gaps
 (prefix-cached prompts, preempted requests) would not give.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from minedraft.process_drafter.history import Histories, SentHistories
-from minedraft.process_drafter.proposer import JobStats, RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import JobStats, RemoteDraftProposer
 
 
 class FakeClient:

@@ -1,4 +1,4 @@
-"""minedraft/process_drafter/client.py: the target's end of the draft engine process, bounded.
+"""minedraft/process_drafter/target/client.py: the target's end of the draft engine process, bounded.
 
 A fake draft engine (a few lines speaking the child protocol) stands in for vLLM's: it answers each
 job with the number of rows asked for, waits for a FIFO where a job says so, or exits.
@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.client import DrafterClient, DrafterStartError
+from minedraft.process_drafter.target.client import DrafterClient, DrafterStartError
 
 FAKE_ENGINE = textwrap.dedent("""
     import os
@@ -64,7 +64,7 @@ def test_a_late_reply_is_dropped_when_it_comes(start, tmp_path):
 
 def test_a_drafter_that_exits_is_gone_after_one_error_line(start, caplog):
     client = start()
-    with caplog.at_level(logging.ERROR, logger="vllm.minedraft.process_drafter.client"):
+    with caplog.at_level(logging.ERROR, logger="vllm.minedraft.process_drafter.target.client"):
         assert client.receive(client.send({"draft": ["a"], "exit": True}), timeout_s=60) is None
         assert client.gone
         assert client.send({"draft": ["a"]}) is None and client.receive(1, timeout_s=60) is None

@@ -1,8 +1,8 @@
-"""The DFlash draft engine's blocks (minedraft/process_drafter/context_blocks.py)."""
+"""The DFlash draft engine's blocks (minedraft/process_drafter/draft_engine/context_blocks.py)."""
 
 from __future__ import annotations
 
-from minedraft.process_drafter.context_blocks import ContextBlocks, RequestBlocks
+from minedraft.process_drafter.draft_engine.context_blocks import ContextBlocks, RequestBlocks
 
 BLOCK = 4
 

@@ -8,7 +8,7 @@ from vllm.utils.import_utils import resolve_obj_by_qualname
 
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-from minedraft.process_drafter.session_scheduler import DraftSessionScheduler
+from minedraft.process_drafter.draft_engine.session_scheduler import DraftSessionScheduler
 from minedraft.registry import DRAFT_ENGINE_KEY, PROPOSER_QUALNAME
 
 pytestmark = pytest.mark.usefixtures("plugins_loaded")

@@ -1,4 +1,4 @@
-"""minedraft/process_drafter/proposer.py: jobs holding only new tokens; the reply applied by the proposer."""
+"""minedraft/process_drafter/target/proposer.py: jobs holding only new tokens; the reply applied by the proposer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
-from minedraft.process_drafter.proposer import RemoteDraftJob
+from minedraft.process_drafter.target.proposer import RemoteDraftJob
 from minedraft.scheduling.output import MineDraftDraftTokenIds
 
 
@@ -108,7 +108,7 @@ def dflash_proposer(client):
     import torch
 
     from minedraft.process_drafter.context_channel import ContextWriter
-    from minedraft.process_drafter.sent_context import SentContext
+    from minedraft.process_drafter.target.sent_context import SentContext
 
     proposer = fake_proposer(client)
     proposer.context_layers, proposer.context, proposer.writer = (1, 2), SentContext(), ContextWriter()

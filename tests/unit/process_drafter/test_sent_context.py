@@ -1,10 +1,10 @@
-"""The target's side of a DFlash drafter's context (minedraft/process_drafter/sent_context.py)."""
+"""The target's side of a DFlash drafter's context (minedraft/process_drafter/target/sent_context.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from minedraft.process_drafter.sent_context import SentContext
+from minedraft.process_drafter.target.sent_context import SentContext
 
 
 def rows(n: int, value: float) -> torch.Tensor:

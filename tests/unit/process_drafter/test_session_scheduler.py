@@ -1,4 +1,4 @@
-"""The draft engine's scheduler (minedraft/process_drafter/session_scheduler.py): sessions roll back."""
+"""The draft engine's scheduler (minedraft/process_drafter/draft_engine/session_scheduler.py): sessions roll back."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from vllm import SamplingParams
 from vllm.v1.outputs import ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 
-from minedraft.process_drafter.session_scheduler import KEEP_KEY, DraftSessionScheduler
+from minedraft.process_drafter.draft_engine.session_scheduler import KEEP_KEY, DraftSessionScheduler
 
 
 def _session_chunk(tokens: list[int], k: int, keep: int | None = None) -> Request:

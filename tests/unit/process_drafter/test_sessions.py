@@ -1,10 +1,10 @@
-"""Draft sessions (minedraft/process_drafter/sessions.py): the common prefix of a session and its history."""
+"""Draft sessions (minedraft/process_drafter/draft_engine/sessions.py): the common prefix of a session and its history."""
 
 from __future__ import annotations
 
 import pytest
 
-from minedraft.process_drafter.sessions import _common_prefix
+from minedraft.process_drafter.draft_engine.sessions import _common_prefix
 
 
 @pytest.mark.parametrize(("a", "b", "common"), [

@@ -7,7 +7,7 @@ that exits or closes its pipe is *gone*: one ERROR line (exit code, log
 file), then every later job returns no drafts at once, so the target keeps
 serving, exactly, at plain-decoding speed. The process speaks the child
 protocol (protocol.py), ends with the target's worker (minedraft/lifetime.py,
-in :mod:`minedraft.process_drafter.engine`) and is stopped by
+in :mod:`minedraft.process_drafter.draft_engine.engine`) and is stopped by
 :meth:`DrafterClient.close`.
 """
 
@@ -28,7 +28,7 @@ from minedraft.process_drafter.protocol import ChildPipe
 logger = get_logger(__name__)
 
 START_TIMEOUT_S = 900  # loading and warming the draft engine
-DRAFT_ENGINE = ("-m", "minedraft.process_drafter.engine")  # the draft engine's entry point
+DRAFT_ENGINE = ("-m", "minedraft.process_drafter.draft_engine.engine")  # the draft engine's entry point
 
 
 class DrafterStartError(RuntimeError):

@@ -1,7 +1,7 @@
 """The drafter's process: vLLM's engine of the draft model, answering draft jobs.
 
-Started by :mod:`minedraft.process_drafter.client` as ``python -m
-minedraft.process_drafter.engine SPEC_JSON``. It ends with the process that started
+Started by :mod:`minedraft.process_drafter.target.client` as ``python -m
+minedraft.process_drafter.draft_engine.engine SPEC_JSON``. It ends with the process that started
 it (minedraft/lifetime.py, and end of input), binds itself to its cores,
 builds ``LLM`` (engine core in this process; prefix caching off: the draft
 sessions keep each request's KV), warms up and
@@ -11,7 +11,7 @@ says ``{"ready": ...}``. Then, per JSON line on stdin::
 
 it applies the histories (minedraft/process_drafter/history.py) and drafts k tokens
 greedily for each id of ``draft`` in that request's draft session
-(minedraft/process_drafter/sessions.py: its KV stays from job to job), answering one
+(minedraft/process_drafter/draft_engine/sessions.py: its KV stays from job to job), answering one
 line::
 
     {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
@@ -35,7 +35,7 @@ from minedraft.config.methods import method_named
 from minedraft.lifetime import end_with_parent
 from minedraft.process_drafter.history import Histories
 from minedraft.process_drafter.protocol import Handler, serve
-from minedraft.process_drafter.sessions import DraftSessions
+from minedraft.process_drafter.draft_engine.sessions import DraftSessions
 
 
 class DraftEngine:
@@ -85,7 +85,7 @@ def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> 
     if spec.get("cpu_affinity"):
         os.sched_setaffinity(0, spec["cpu_affinity"])
     if method_named((spec["engine"].get("speculative_config") or {}).get("method")).sends_context:  # dflash_engine.py
-        from minedraft.process_drafter.dflash_engine import start_dflash
+        from minedraft.process_drafter.draft_engine.dflash_engine import start_dflash
 
         dflash = start_dflash(spec)
         return dflash.handle, {"max_model_len": dflash.max_model_len, "context_layers": dflash.context_layers}

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from minedraft.process_drafter.context_blocks import ContextBlocks, RequestBlocks
+from minedraft.process_drafter.draft_engine.context_blocks import ContextBlocks, RequestBlocks
 from minedraft.process_drafter.context_channel import ContextReader
 
 
@@ -195,7 +195,7 @@ class DFlashDraftEngine:
 
 def dflash_engine_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     """``LLM`` keyword arguments: the target's config without its layers, the user's DFlash draft."""
-    from minedraft.process_drafter.dflash_host import ARCHITECTURE
+    from minedraft.process_drafter.draft_engine.dflash_host import ARCHITECTURE
 
     return {**spec["engine"], "hf_overrides": {"architectures": [ARCHITECTURE]}}
 
@@ -203,7 +203,7 @@ def dflash_engine_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
 def start_dflash(spec: dict[str, Any]) -> DFlashDraftEngine:
     from vllm import LLM, ModelRegistry
 
-    from minedraft.process_drafter.dflash_host import ARCHITECTURE, DFlashTargetHead
+    from minedraft.process_drafter.draft_engine.dflash_host import ARCHITECTURE, DFlashTargetHead
 
     ModelRegistry.register_model(ARCHITECTURE, DFlashTargetHead)
     engine = DFlashDraftEngine(LLM(**dflash_engine_kwargs(spec)), spec["k"])

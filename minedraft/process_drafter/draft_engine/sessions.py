@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from minedraft.log import get_logger
-from minedraft.process_drafter.session_scheduler import KEEP_KEY
+from minedraft.process_drafter.draft_engine.session_scheduler import KEEP_KEY
 
 logger = get_logger(__name__)
 

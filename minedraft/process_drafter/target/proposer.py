@@ -35,10 +35,10 @@ from minedraft.config.placement import DrafterDevice
 from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
-from minedraft.process_drafter.client import DRAFT_ENGINE, DrafterClient
+from minedraft.process_drafter.target.client import DRAFT_ENGINE, DrafterClient
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.history import SentHistories, Update
-from minedraft.process_drafter.sent_context import SentContext
+from minedraft.process_drafter.target.sent_context import SentContext
 from minedraft.rank import tensor_parallel_rank
 from minedraft.registry import DRAFT_ENGINE_KEY
 from minedraft.scheduling.output import MineDraftDraftTokenIds
