@@ -75,6 +75,13 @@ def method_of(speculative_config: Any) -> Method:
     return UNKNOWN if speculative_config is None else METHODS.get(speculative_config.method, UNKNOWN)
 
 
+def method_of_engine(engine_kwargs: dict[str, Any]) -> Method:
+    """The row of the method vLLM ``LLM`` keyword arguments speculate with (the process drafter's
+    draft engine: a DFlash draft's engine speculates, a draft model's does not); none: a row with nothing set."""
+    spec = engine_kwargs.get("speculative_config") or {}
+    return METHODS.get(spec["method"], UNKNOWN) if spec.get("method") else UNKNOWN
+
+
 def names_where(trait: str) -> tuple[str, ...]:
     """The methods with ``trait`` set, in the table's order (for messages)."""
     return tuple(name for name, method in METHODS.items() if getattr(method, trait))

@@ -31,7 +31,7 @@ from functools import partial
 from typing import Any
 
 from minedraft.config import environment
-from minedraft.config.methods import method_named
+from minedraft.config.methods import method_of_engine
 from minedraft.lifetime import end_with_parent
 from minedraft.process_drafter.history import Histories
 from minedraft.process_drafter.protocol import Handler, serve
@@ -84,7 +84,7 @@ def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> 
     end_with_parent(spec["parent_pid"], "the draft engine")
     if spec.get("cpu_affinity"):
         os.sched_setaffinity(0, spec["cpu_affinity"])
-    if method_named((spec["engine"].get("speculative_config") or {}).get("method")).sends_context:  # dflash_engine.py
+    if method_of_engine(spec["engine"]).sends_context:  # dflash_engine.py
         from minedraft.process_drafter.draft_engine.dflash_engine import start_dflash
 
         dflash = start_dflash(spec)

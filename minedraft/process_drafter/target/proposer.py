@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from minedraft.config.methods import method_named
+from minedraft.config.methods import method_of_engine
 from minedraft.config.placement import DrafterDevice
 from minedraft.config.settings import MineDraftSettings
 from minedraft.lifetime import end_with_vllm_parent
@@ -140,7 +140,7 @@ class RemoteDraftProposer:
             return
         self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
-        if method_named(self.engine_kwargs.get("speculative_config", {}).get("method")).sends_context:
+        if method_of_engine(self.engine_kwargs).sends_context:
             if not self.client.context_layers:
                 raise RuntimeError("minedraft: the DFlash draft names no target layers (dflash_config."
                                    "target_layer_ids): its context cannot be sent to the process drafter.")

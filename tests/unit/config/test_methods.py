@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from minedraft.config.methods import METHODS, UNKNOWN, method_named, method_of, names_where
+from minedraft.config.methods import METHODS, UNKNOWN, method_named, method_of, method_of_engine, names_where
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "minedraft"
@@ -70,3 +70,11 @@ def test_the_table_says_what_the_runtime_was_built_for(trait, names):
 
 def test_a_user_dict_without_a_method_is_a_draft_model():
     assert method_named(None) is METHODS["draft_model"]
+
+
+def test_an_engine_that_does_not_speculate_has_no_method():
+    """The process drafter's draft engine: a draft model's runs no speculation, a DFlash draft's does."""
+    assert method_of_engine({"model": "draft"}) is UNKNOWN
+    assert method_of_engine({"speculative_config": {"method": "dflash"}}) is METHODS["dflash"]
+    assert method_of_engine({"speculative_config": {"method": "dflash"}}).sends_context
+    assert not method_of_engine({"speculative_config": None}).sends_context
