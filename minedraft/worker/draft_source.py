@@ -12,7 +12,8 @@ Two sources, behind the same methods:
 
 The runner's deferral logic (``runner_mixin.py``) uses only these methods, in
 this order within a step: ``release`` (requests that finished or were
-preempted), ``run`` (start the job prepared last step beside the target),
+preempted), ``add_context`` where the source takes the target's hidden states
+(``context_layers``), ``run`` (start the job prepared last step beside the target),
 then, from the ``propose`` call vLLM's runner makes, ``prepare`` (a parallel
 step: next step's job), ``hold`` (a fallback step that drafts after its
 outputs) or ``draft_now`` (a fallback step), and ``collect`` (join: the drafts
@@ -108,6 +109,19 @@ class DraftSource(ABC):
 
     def release(self, req_ids: Iterable[str]) -> None:  # noqa: B027 - optional hook
         """Requests that finished or were preempted."""
+
+    @property
+    def context_layers(self) -> tuple[int, ...] | None:
+        """The target layers whose hidden states this source takes from every step, whatever its depth
+        or plan (``add_context``): a DFlash draft in the process drafter, whose hidden states exist only
+        in the step that computed them. None: it takes none (vLLM's own drafter reads what it needs from
+        the propose call)."""
+        return None
+
+    def add_context(self, entries: list, rows: list) -> None:
+        """A step's context (worker/step_context.py: per request its entry and hidden-state rows), where
+        ``context_layers`` is not None."""
+        raise NotImplementedError(f"{type(self).__name__} takes no step context")
 
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         pass

@@ -54,6 +54,14 @@ class ProcessDraftSource(DraftSource):
     def release(self, req_ids: Iterable[str]) -> None:
         self.proposer.release(req_ids)
 
+    @property
+    def context_layers(self) -> tuple[int, ...] | None:
+        # Known once the draft engine is up (the proposer's load_model), before vLLM asks for its layers.
+        return self.proposer.context_layers if self.proposer.takes_hidden_states else None
+
+    def add_context(self, entries: list, rows: list) -> None:
+        self.proposer.add_context(entries, rows)
+
     def shutdown(self) -> None:
         self.proposer.shutdown()
 

@@ -239,19 +239,18 @@ class MineDraftRunnerMixin:
                 and scheduler_output.num_spec_tokens_to_schedule == 0
                 and not scheduler_output.scheduled_spec_decode_tokens)
 
-    # -------------------------------------------------------------- a DFlash draft in its own process
+    # -------------------------------------------------------------- the target's hidden states a source takes
     def _setup_eagle3_aux_hidden_state_outputs(self) -> None:
-        """A DFlash draft in its own process takes the target's hidden states at its layers: the
-        target model returns them as it does for vLLM's DFlash drafter (called once the drafter's
-        engine is up and has said which layers)."""
-        if self._sends_hidden_states():
+        """A source that takes the target's hidden states every step (``DraftSource.context_layers``: a
+        DFlash draft in its own process) gets them as vLLM's DFlash drafter does: the target model returns
+        them at those layers (called once the drafter, and so the process drafter's engine, is loaded)."""
+        if self.draft_source.context_layers is not None:
             self.use_aux_hidden_state_outputs = True
         super()._setup_eagle3_aux_hidden_state_outputs()
 
     def _get_eagle3_aux_layers_from_config(self):
-        if self._sends_hidden_states():
-            return self.drafter.context_layers
-        return super()._get_eagle3_aux_layers_from_config()
+        layers = self.draft_source.context_layers
+        return layers if layers is not None else super()._get_eagle3_aux_layers_from_config()
 
     def _step_arguments(self, scheduler_output, args: tuple, kwargs: dict) -> dict:
         """vLLM's ``propose_draft_token_ids`` arguments by name (the names read once: binding them
@@ -261,24 +260,20 @@ class MineDraftRunnerMixin:
         return {**dict(zip(self._propose_parameters, (scheduler_output, *args))), **kwargs}
 
     def _input_fits_in_drafter(self, common_attn_metadata) -> bool:
-        """vLLM skips a step's drafter call when one request is within k of the model length; the
-        process drafter's DFlash draft still needs the step's context rows (its proposer drafts no
-        row past the length)."""
-        if self._sends_hidden_states():
+        """vLLM skips a step's drafter call when one request is within k of the model length; a source
+        that takes every step's hidden states still needs the step's rows (the process drafter's DFlash
+        draft drafts no row past the length)."""
+        if self.draft_source.context_layers is not None:
             return common_attn_metadata is not None
         return super()._input_fits_in_drafter(common_attn_metadata)
 
-    def _sends_hidden_states(self) -> bool:
-        drafter = getattr(self, "drafter", None)
-        return isinstance(drafter, RemoteDraftProposer) and drafter.takes_hidden_states
-
-    def _send_step_context(self, scheduler_output, args: tuple, kwargs: dict) -> None:
-        """Every step's context rows go to the process drafter, whatever the step's depth or plan:
-        its hidden states exist only now (``step_context.py``)."""
+    def _add_step_context(self, scheduler_output, args: tuple, kwargs: dict) -> None:
+        """Every step's context rows go to the source, whatever the step's depth or plan: its hidden
+        states exist only now (``step_context.py``)."""
         step = self._step_arguments(scheduler_output, args, kwargs)
-        self.drafter.add_context(*step_context(list(self.input_batch.req_ids), scheduler_output,
-                                               step["sampled_token_ids"], step["aux_hidden_states"],
-                                               self.input_batch.token_ids_cpu))
+        self.draft_source.add_context(*step_context(list(self.input_batch.req_ids), scheduler_output,
+                                                    step["sampled_token_ids"], step["aux_hidden_states"],
+                                                    self.input_batch.token_ids_cpu))
 
     def propose_draft_token_ids(self, scheduler_output, *args, **kwargs):
         """At depth 0 with a catch-up, vLLM's preparation of the drafter's inputs (next tokens,
@@ -288,8 +283,8 @@ class MineDraftRunnerMixin:
         drafter is not called at depth 0 at all (nothing to catch up). An EAGLE head's
         skipped call keeps only what its catch-up reads: the target's hidden states of the step's
         tokens and where each request's tokens start (``_skip_kwargs``)."""
-        if self._sends_hidden_states():
-            self._send_step_context(scheduler_output, args, kwargs)
+        if self.draft_source.context_layers is not None:
+            self._add_step_context(scheduler_output, args, kwargs)
         catch_up = self.draft_catch_up
         if scheduler_output.num_spec_tokens_to_schedule == 0:
             if self.stateless_drafter or (catch_up is not None and not catch_up.keeps_hidden_states):
