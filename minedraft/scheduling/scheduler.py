@@ -57,6 +57,7 @@ from vllm.v1.request import Request, RequestStatus
 from minedraft.config.catch_up import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
+from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
@@ -65,7 +66,6 @@ from minedraft.scheduling.depth_prior import speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
-from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 
 logger = get_logger(__name__)
 

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from vllm.v1.attention.backend import CommonAttentionMetadata
 
-from minedraft.worker.draft_source import ProposeCall
+from minedraft.contract import ProposeCall
 
 
 @dataclass(frozen=True)

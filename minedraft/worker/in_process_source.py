@@ -32,12 +32,11 @@ from typing import Any
 
 import torch
 
+from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
 from minedraft.log import get_logger
-from minedraft.scheduling.output import MineDraftDraftTokenIds
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
 from minedraft.worker.draft_probs import DraftProbs
-from minedraft.worker.draft_source import DraftSource, ProposeCall
 from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane
 from minedraft.worker.step_profile import StepProfiler

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
 from minedraft.process_drafter.target.proposer import RemoteDraftJob, RemoteDraftProposer
-from minedraft.scheduling.output import MineDraftDraftTokenIds
-from minedraft.worker.draft_source import DraftSource, ProposeCall
 
 
 class ProcessDraftSource(DraftSource):

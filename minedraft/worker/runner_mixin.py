@@ -19,7 +19,7 @@ while the step ran, the engine core takes no drafts (the scheduler's
 ``skips_held_drafts``) and the next step, which carries the new request's
 prefill, starts by skipping the held call (``DraftSource.skip_held``).
 
-Where drafts come from is a draft source (``draft_source.py``), chosen once
+Where drafts come from is a draft source (``minedraft/contract.py``), chosen once
 when the runner is built from the drafter vLLM built: the in-process drafter
 on an execution lane, or the process drafter's engine in a process of its
 own. The logic here never asks which.
@@ -51,14 +51,13 @@ from vllm.v1.outputs import DraftTokenIds
 from minedraft.config.catch_up import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
+from minedraft.contract import DraftSource, Job, MineDraftSchedulerOutput, ProposeCall, merge_drafts
 from minedraft.log import get_logger
 from minedraft.process_drafter.target.proposer import RemoteDraftProposer
 from minedraft.rank import tensor_parallel_rank
-from minedraft.scheduling.output import MineDraftSchedulerOutput, merge_drafts
 from minedraft.worker.draft_catch_up import DraftCatchUp
 from minedraft.worker.draft_job import placeholder_drafts
 from minedraft.worker.draft_probs import DraftProbs
-from minedraft.worker.draft_source import DraftSource, Job, ProposeCall
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.job_watchdog import JobWatchdog
 from minedraft.worker.lanes import Lane

@@ -14,7 +14,7 @@ from test_import_graph import PACKAGE_DIR, import_graph, module_files
 # Lowest first. Within a layer, modules may import each other (test_import_graph forbids loops).
 LAYERS = (
     ("config", ("minedraft", "minedraft._version", "minedraft.log", "minedraft.registry", "minedraft.lifetime",
-                "minedraft.rank", "minedraft.config")),
+                "minedraft.rank", "minedraft.config", "minedraft.contract")),
     ("models", ("minedraft.cost_model", "minedraft.metrics")),
     ("engine parts", ("minedraft.scheduling", "minedraft.process_drafter")),
     ("front end", ("minedraft.selection",)),

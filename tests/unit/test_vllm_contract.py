@@ -17,7 +17,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft.scheduling.output import MineDraftSchedulerOutput
+from minedraft.contract import MineDraftSchedulerOutput
 from minedraft.worker import runner_mixin as model_runner
 
 # ------------------------------------------------------------------ vLLM's hooks

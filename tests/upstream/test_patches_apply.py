@@ -211,7 +211,7 @@ def test_0007_scheduler_output_carries_the_lane_plan(patched):
 
     from vllm.v1.core.sched.output import SchedulerOutput
 
-    from minedraft.scheduling.output import MineDraftSchedulerOutput
+    from minedraft.contract import MineDraftSchedulerOutput
 
     output = load(patched, "vllm/v1/core/sched/output.py", "patched_vllm_v1_core_sched_output")
     empty = output.SchedulerOutput.make_empty()

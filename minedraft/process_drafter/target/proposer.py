@@ -33,15 +33,15 @@ from typing import Any
 from minedraft.config.methods import method_of_engine
 from minedraft.config.placement import DrafterDevice
 from minedraft.config.settings import MineDraftSettings
+from minedraft.contract import MineDraftDraftTokenIds
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
-from minedraft.process_drafter.target.client import DRAFT_ENGINE, DrafterClient
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.history import SentHistories, Update
+from minedraft.process_drafter.target.client import DRAFT_ENGINE, DrafterClient
 from minedraft.process_drafter.target.sent_context import SentContext
 from minedraft.rank import tensor_parallel_rank
 from minedraft.registry import DRAFT_ENGINE_KEY
-from minedraft.scheduling.output import MineDraftDraftTokenIds
 
 logger = get_logger(__name__)
 

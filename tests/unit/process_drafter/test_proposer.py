@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
+from minedraft.contract import MineDraftDraftTokenIds
 from minedraft.process_drafter.target.proposer import RemoteDraftJob
-from minedraft.scheduling.output import MineDraftDraftTokenIds
 
 
 def test_proposer_jobs_draft_decodes_only_and_send_only_new_tokens():

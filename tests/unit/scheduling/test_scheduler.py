@@ -302,7 +302,7 @@ def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, 
 
 
 def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
-    """Its jobs carry the step's depth (worker/draft_source.py ProposeCall.depth)."""
+    """Its jobs carry the step's depth (contract.py ProposeCall.depth)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     monkeypatch.setenv("MINEDRAFT_DRAFTER", "process")
     monkeypatch.setenv("MINEDRAFT_DRAFTER_DEVICE", "cpu:1")

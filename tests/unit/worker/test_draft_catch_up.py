@@ -15,8 +15,8 @@ import pytest
 import torch
 from vllm.v1.attention.backend import CommonAttentionMetadata
 
+from minedraft.contract import ProposeCall
 from minedraft.worker.draft_catch_up import DraftCatchUp
-from minedraft.worker.draft_source import ProposeCall
 
 BLOCK = 4
 BLOCKS_PER_REQ = 16

@@ -1,11 +1,10 @@
-"""minedraft/worker/draft_source.py: what every draft source shares (collect, discard, failures)."""
+"""minedraft/contract.py: what every draft source shares (collect, discard, failures)."""
 
 from __future__ import annotations
 
 import pytest
 
-from minedraft.scheduling.output import MineDraftDraftTokenIds
-from minedraft.worker.draft_source import DraftLaneError, DraftSource
+from minedraft.contract import DraftLaneError, DraftSource, MineDraftDraftTokenIds
 
 
 class ScriptedSource(DraftSource):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import torch
 from fake_cuda import fake_cuda_lane
 
-from minedraft.worker.draft_source import ProposeCall
+from minedraft.contract import ProposeCall
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.lanes import InlineLane

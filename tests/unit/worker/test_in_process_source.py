@@ -8,8 +8,7 @@ import threading
 import pytest
 import torch
 
-from minedraft.scheduling.output import MineDraftDraftTokenIds
-from minedraft.worker.draft_source import DraftLaneError, ProposeCall
+from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCall
 from minedraft.worker.draft_probs import DraftProbs
 from minedraft.worker.in_process_source import InProcessDraftSource
 from minedraft.worker.job_watchdog import JobWatchdog

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
-from minedraft.scheduling.output import MineDraftDraftTokenIds
-from minedraft.worker.draft_source import DraftLaneError, ProposeCall
+from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCall
 from minedraft.worker.process_source import ProcessDraftSource
 
 

@@ -16,7 +16,7 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-from minedraft.scheduling.output import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.draft_job import DraftJob, as_lists
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner

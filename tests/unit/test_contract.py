@@ -1,11 +1,11 @@
-"""minedraft/scheduling/output.py: what crosses between MineDraft's scheduler and its worker, typed."""
+"""minedraft/contract.py: what crosses between MineDraft's scheduler and its worker, typed."""
 
 from __future__ import annotations
 
 from scheduler_harness import prefilled
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft.scheduling.output import MineDraftDraftTokenIds, merge_drafts
+from minedraft.contract import MineDraftDraftTokenIds, merge_drafts
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
