@@ -10,7 +10,7 @@ medians of CUDA-event times over ``--iters``:
 * ``draft_ms``: one draft forward over B tokens: one draft step, and the forward vLLM keeps at
   depth 0 to hold the draft's KV cache in step;
 * ``catch_up_ms[n]``: one draft forward over B x n tokens: catching a draft up on n tokens per
-  request that it skipped while speculation was off (``minedraft/worker/draft_catch_up.py``).
+  request that it skipped while speculation was off (``minedraft/worker/in_process/draft_catch_up.py``).
 
 From these, per row: the depth-0 forward's share of the target's step (the controller skips it
 when it costs more than about 5 %); the catch-up's cost per skipped token against a draft step;

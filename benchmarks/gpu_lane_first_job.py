@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from minedraft.worker.lanes import CudaStreamLane  # noqa: E402
+from minedraft.worker.in_process.lanes import CudaStreamLane  # noqa: E402
 
 SPIN_CYCLES = 50_000_000
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
-from minedraft.worker.lanes import CudaStreamLane  # noqa: E402
+from minedraft.worker.in_process.lanes import CudaStreamLane  # noqa: E402
 
 
 class Stack:

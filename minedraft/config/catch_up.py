@@ -1,4 +1,4 @@
-"""Which drafters skip calls and catch up later (worker/draft_catch_up.py).
+"""Which drafters skip calls and catch up later (worker/in_process/draft_catch_up.py).
 
 Asked by the worker, which builds the catch-up, and by the scheduler, which
 lets a new request skip a held drafting round only where one will follow.

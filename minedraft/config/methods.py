@@ -18,7 +18,7 @@ class Method:
     overlaps: bool = False
     # Its drafter is a model in the target's worker (n-gram and suffix decoding run none).
     runs_model: bool = True
-    # It skips its depth-0 calls and catches up when next drafted (worker/draft_catch_up.py).
+    # It skips its depth-0 calls and catches up when next drafted (worker/in_process/draft_catch_up.py).
     catches_up: bool = False
     # Its pass over a position reads the target's hidden state there: a skipped call keeps them.
     reads_hidden_states: bool = False

@@ -59,7 +59,7 @@ class MineDraftSettings:
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
     # The most one in-process draft job may run; past it the worker ends with one error line and the
-    # engine stops (worker/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
+    # engine stops (worker/in_process/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
     # never returns is a collective out of step or a stuck drafter, and cannot be interrupted.
     lane_timeout_s: float = 60.0
     # The most a deferred draft call may copy (its inputs, EAGLE's target hidden
@@ -75,7 +75,7 @@ class MineDraftSettings:
     speculation_depth: str | None = None
     # The draft model or EAGLE head at depth 0 (speculation turned off by the depth controller or by
     # vLLM's num_speculative_tokens_per_batch_size): skip its forward and feed it the skipped tokens when
-    # it next drafts (worker/draft_catch_up.py), or run it every step as vLLM does. Methods draft_model,
+    # it next drafts (worker/in_process/draft_catch_up.py), or run it every step as vLLM does. Methods draft_model,
     # eagle and eagle3.
     idle_drafter: str = "skip"
     # The most of the target's hidden states an EAGLE head's skipped depth-0 calls keep for its

@@ -25,7 +25,7 @@ they run in; a draft job's path:
 
 A DFlash draft's context is the target's hidden states, not tokens:
 
-* ``worker/step_context.py`` (target worker) copies out each step's rows that
+* ``target/step_context.py`` copies out each step's rows that
   became context; ``target/sent_context.py`` keeps them until the next job, and
   ``context_channel.py`` (both sides) carries them through shared memory;
 * ``draft_engine/dflash_engine.py`` runs vLLM's DFlash proposer beside
@@ -33,7 +33,7 @@ A DFlash draft's context is the target's hidden states, not tokens:
   ``draft_engine/context_blocks.py`` (per request, full blocks shared by token prefix).
 
 In the target's worker the process drafter is a draft source
-(minedraft/worker/process_source.py) behind the same interface as the
+(``target/source.py``) behind the same interface as the
 in-process drafter, so MineDraft's usual two-batch pipeline
 (scheduling/scheduler.py, worker/runner_mixin.py) runs unchanged: in a
 parallel step the job of the group verified last step is sent when the step

@@ -25,7 +25,7 @@ is predicted from the loads that were, from its first step.
 * Hysteresis. At the same load (running decodes within a power of two) the choice moves only to a
   depth predicted to beat the current one by ``margin``; a new load takes its best depth at once.
 * Catch-up. Leaving depth 0 costs a draft model or EAGLE head a catch-up over every token it skipped
-  (worker/draft_catch_up.py), and drafting for new requests its prefill of their prompts, paid once:
+  (worker/in_process/draft_catch_up.py), and drafting for new requests its prefill of their prompts, paid once:
   it counts against a depth > 0 spread over the steps the running requests have left (their
   remaining ``max_tokens``, at that depth's tokens per step).
 * Re-check. At depth 0 acceptance is not measured, and the text may change. Where a depth > 0

@@ -113,7 +113,7 @@ class MineDraftScheduler(Scheduler):
         # The depth of the step being scheduled: K, or the depth controller's choice.
         self._depth = self.num_spec_tokens
         # Per request, the tokens computed while its drafter skipped them (depth 0), which it catches up
-        # on when next drafted (worker/draft_catch_up.py): the catch-up's cost in the depth controller.
+        # on when next drafted (worker/in_process/draft_catch_up.py): the catch-up's cost in the depth controller.
         self._skipped_tokens: dict[str, int] = {}
         # Where vLLM's drafter drafts only K (_fixed_depth_drafter), the controller's depth is the
         # number of each request's drafts the target verifies; elsewhere the depth vLLM drafts at.
@@ -385,7 +385,7 @@ class MineDraftScheduler(Scheduler):
         (then no drafts are collected), so the next step can start the new request's prefill without
         waiting for it. The step's requests are then verified without drafts next time (vLLM cleared
         them when it scheduled the step), and the drafter catches up on the skipped tokens when it next
-        drafts (worker/draft_catch_up.py). Only for a step whose drafts all come from its held call
+        drafts (worker/in_process/draft_catch_up.py). Only for a step whose drafts all come from its held call
         (none from the lane), and only where the new request can be admitted next step: nothing waits
         before it and the batch has room (else the round would be lost for nothing). The skipped step's
         duration, which lacks its drafting, is not measured by the mode policy or depth controller."""

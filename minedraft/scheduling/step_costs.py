@@ -13,7 +13,7 @@ A step's time is modelled as linear in what it computes:
 * ``c + e * decodes``: one draft forward (a draft model runs ``depth`` of them; a drafter that
   drafts in one forward or runs no model has ``c = e = 0`` once measured);
 * ``u``: a token the drafter runs over besides the decodes' own: one it catches up on after skipping
-  it at depth 0 (worker/draft_catch_up.py), or a prompt token (the draft's prefill).
+  it at depth 0 (worker/in_process/draft_catch_up.py), or a prompt token (the draft's prefill).
 
 It predicts decode steps, and is fitted on them only: a step that computes prefill tokens (prompt
 chunks, a preempted request's recomputation) is not observed. Such a step is compute-bound where a

@@ -10,7 +10,7 @@ from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from minedraft.contract import DraftLaneError
 from minedraft.log import get_logger
 from minedraft.monkeypatch import serialise_cpu_kernels
-from minedraft.worker.lanes import Lane, ThreadLane, make_lane
+from minedraft.worker.in_process.lanes import Lane, ThreadLane, make_lane
 from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
 
 __all__ = ["DraftLaneError", "LanePlanError", "MineDraftCPUModelRunner"]

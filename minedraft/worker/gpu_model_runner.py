@@ -16,7 +16,7 @@ require_supported_vllm()
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
 from minedraft.config.methods import method_of
-from minedraft.worker.lanes import CudaStreamLane, InlineLane, Lane
+from minedraft.worker.in_process.lanes import CudaStreamLane, InlineLane, Lane
 from minedraft.worker.runner_mixin import MineDraftRunnerMixin
 
 

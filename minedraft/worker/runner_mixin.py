@@ -54,16 +54,16 @@ from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import DraftSource, Job, MineDraftSchedulerOutput, ProposeCall, merge_drafts
 from minedraft.log import get_logger
 from minedraft.process_drafter.target.proposer import RemoteDraftProposer
+from minedraft.process_drafter.target.source import NoDraftSource, ProcessDraftSource
+from minedraft.process_drafter.target.step_context import step_context
 from minedraft.rank import tensor_parallel_rank
-from minedraft.worker.draft_catch_up import DraftCatchUp
-from minedraft.worker.draft_job import placeholder_drafts
-from minedraft.worker.draft_probs import DraftProbs
-from minedraft.worker.in_process_source import InProcessDraftSource
-from minedraft.worker.job_watchdog import JobWatchdog
-from minedraft.worker.lanes import Lane
+from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
+from minedraft.worker.in_process.draft_job import placeholder_drafts
+from minedraft.worker.in_process.draft_probs import DraftProbs
+from minedraft.worker.in_process.job_watchdog import JobWatchdog
+from minedraft.worker.in_process.lanes import Lane
+from minedraft.worker.in_process.source import InProcessDraftSource
 from minedraft.worker.plain_sampling import samples_as_target_alone
-from minedraft.worker.process_source import NoDraftSource, ProcessDraftSource
-from minedraft.worker.step_context import step_context
 from minedraft.worker.step_profile import StepProfiler
 from minedraft.worker.suffix_batch import with_batch_view
 

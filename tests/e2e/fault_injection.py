@@ -24,7 +24,7 @@ from harness.sidebyside import run_mode
 from minedraft.config import environment
 from minedraft.process_drafter.target.proposer import RemoteDraftProposer
 from minedraft.worker.cpu_worker import MineDraftCPUWorker
-from minedraft.worker.draft_job import DraftJob
+from minedraft.worker.in_process.draft_job import DraftJob
 from tests.e2e.fault_draft_engine import DRAFTER_FAULTS, injected_faults, stall_s
 
 FAULT_WORKER = "tests.e2e.fault_injection.FaultInjectingCPUWorker"

@@ -26,7 +26,7 @@ PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # step with a 128-token prefill chunk needs more than 0.25 MiB, a step of decodes alone mostly less.
 EAGLE3_CAPPED = {"capture_max_mib": 0.25}
 # vLLM's per-batch-size depth: 3 up to 2 scheduled requests, 0 from 3 to 12 (the draft model skips its
-# forward and catches up when it next drafts: worker/draft_catch_up.py), 1 above.
+# forward and catches up when it next drafts: worker/in_process/draft_catch_up.py), 1 above.
 DEPTH_TABLE = [[1, 2, 3], [3, 12, 0], [13, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 
@@ -117,7 +117,7 @@ def test_deferred_eagle3_accepts_like_stock_eagle3(mix_runs):
 
 def test_a_skipping_eagle3_head_accepts_like_stock_eagle3_at_the_same_depths(mix_runs):
     """At depth 0 MineDraft's EAGLE-3 head skips its forward and later catches up on the hidden states
-    its skipped steps kept (worker/draft_catch_up.py); stock vLLM runs the head every step. The head's
+    its skipped steps kept (worker/in_process/draft_catch_up.py); stock vLLM runs the head every step. The head's
     KV cache is the same either way, so acceptance is too (float32 sums differ between a catch-up
     pass and single steps, hence a tolerance)."""
     minedraft, stock = mix_runs["minedraft_eagle3_depth_table"], mix_runs["stock_eagle3_depth_table"]

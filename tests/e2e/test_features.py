@@ -7,9 +7,9 @@ decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``), the latter also with its process drafter
 (``minedraft_process*`` scenarios: the draft engine on core 1) and with the kit's EAGLE-3 head
 (``minedraft_eagle3*``), and with probabilistic drafts (``minedraft_probabilistic``: the draft samples its
-drafts, verified with their probabilities; minedraft/worker/draft_probs.py). Each engine runs in its own subprocess (this
-file run as a child, :mod:`harness.child`, one engine per process, several workloads per engine),
-like :mod:`harness.sidebyside`. Every MineDraft workload must have run
+drafts, verified with their probabilities; minedraft/worker/in_process/draft_probs.py). Each engine runs in
+its own subprocess (this file run as a child, :mod:`harness.child`, one engine per process, several workloads
+per engine), like :mod:`harness.sidebyside`. Every MineDraft workload must have run
 parallel steps, so none of these tests can pass on fallback steps alone.
 
 vLLM 0.32.0 on CPU cannot chunk the prefill of a seeded request (the runner

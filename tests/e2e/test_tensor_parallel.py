@@ -28,7 +28,7 @@ from tests.e2e.fault_injection import FAULT_WORKER
 TP = 2
 ONE_CORE_PER_RANK = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 SERIAL_LANE_LINE = "the in-process drafter runs on the serial lane"
-# MineDraft's bound on one draft job (worker/job_watchdog.py), well under vLLM's on a step
+# MineDraft's bound on one draft job (worker/in_process/job_watchdog.py), well under vLLM's on a step
 # (VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, 300 s by default).
 LANE_TIMEOUT_S = 5
 EXECUTE_TIMEOUT_S = 300

@@ -1,6 +1,6 @@
 """MineDraft's side-stream lane on a real GPU, torch only (``make test-gpu``; no vLLM needed).
 
-What the lane promises (minedraft/worker/lanes.py, CudaStreamLane): the job runs on the side
+What the lane promises (minedraft/worker/in_process/lanes.py, CudaStreamLane): the job runs on the side
 stream after the capture event and beside work enqueued later on the main stream; inputs copied
 at capture on the main stream stay valid until the join even when the main stream reuses memory
 right after the submission; the join returns the drafts as host data and surfaces the job's
@@ -17,9 +17,9 @@ import time
 import pytest
 import torch
 
-from minedraft.worker.draft_job import DraftJob, as_lists
-from minedraft.worker.job_watchdog import JobWatchdog
-from minedraft.worker.lanes import CudaStreamLane
+from minedraft.worker.in_process.draft_job import DraftJob, as_lists
+from minedraft.worker.in_process.job_watchdog import JobWatchdog
+from minedraft.worker.in_process.lanes import CudaStreamLane
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible")
 

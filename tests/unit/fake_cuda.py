@@ -58,7 +58,7 @@ class FakeCuda:
 
 def fake_cuda_lane():
     """(the fake, a CudaStreamLane on it)."""
-    from minedraft.worker.lanes import CudaStreamLane
+    from minedraft.worker.in_process.lanes import CudaStreamLane
 
     cuda = FakeCuda()
     cuda.Stream = lambda device=None, _c=cuda: FakeCuda.Stream(_c, "S", device)

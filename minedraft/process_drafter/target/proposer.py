@@ -3,7 +3,7 @@
 vLLM builds it through its ``custom_class`` speculative method (the front end
 puts it there, see frontend.py) and calls ``load_model`` (start the draft
 engine) and ``propose``. MineDraft's model runner reaches it through its draft
-source instead (minedraft/worker/process_source.py), because a job needs the
+source instead (minedraft/process_drafter/target/source.py), because a job needs the
 requests' ids, which vLLM's proposer interface does not pass:
 :meth:`RemoteDraftProposer.prepare` makes a job that keeps only the tokens
 each request gained since its last job, so it costs nothing to hold it until
@@ -20,7 +20,7 @@ the next job carries through shared memory.
 Under tensor parallelism only the target's rank 0 starts and talks to the draft
 engine (``drives_engine``): vLLM's executor takes a step's drafts from that rank
 alone (its output rank), and every rank verifies the drafts the scheduler then
-sends it, so the other ranks draft nothing (process_source.py).
+sends it, so the other ranks draft nothing (process_drafter/target/source.py).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class RemoteDraftProposer:
         return self.context is not None
 
     def add_context(self, entries: list, rows: list) -> None:
-        """A step's context (worker/step_context.py): per request its entry and hidden-state rows."""
+        """A step's context (process_drafter/target/step_context.py): per request its entry and hidden-state rows."""
         self.context.add(entries, rows)
 
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,

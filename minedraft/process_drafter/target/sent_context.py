@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-# One request's rows in a job (worker/step_context.py).
+# One request's rows in a job (process_drafter/target/step_context.py).
 Entry = list  # [request id, first position, rows, their tokens, the prefix or None]
 
 

@@ -362,7 +362,7 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
 
 def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
     """A draft model skips its forward at depth 0 and catches up when next drafted
-    (worker/draft_catch_up.py): the step that drafts again is told how many tokens that is."""
+    (worker/in_process/draft_catch_up.py): the step that drafts again is told how many tokens that is."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)

@@ -8,7 +8,7 @@ import pytest
 from vllm.config import CompilationMode
 
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
-from minedraft.worker.lanes import InlineLane, ThreadLane
+from minedraft.worker.in_process.lanes import InlineLane, ThreadLane
 
 
 def test_the_kernel_lock_follows_the_thread_lane_job(monkeypatch):

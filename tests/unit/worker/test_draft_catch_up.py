@@ -16,7 +16,7 @@ import torch
 from vllm.v1.attention.backend import CommonAttentionMetadata
 
 from minedraft.contract import ProposeCall
-from minedraft.worker.draft_catch_up import DraftCatchUp
+from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
 
 BLOCK = 4
 BLOCKS_PER_REQ = 16

@@ -1,4 +1,4 @@
-"""minedraft/worker/draft_job.py: a deferred call's inputs copied at capture, replayed later."""
+"""minedraft/worker/in_process/draft_job.py: a deferred call's inputs copied at capture, replayed later."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from minedraft.worker.draft_job import DraftJob, as_lists, snapshot, snapshot_nbytes
+from minedraft.worker.in_process.draft_job import DraftJob, as_lists, snapshot, snapshot_nbytes
 
 
 def test_snapshot_is_isolated_from_buffer_reuse():

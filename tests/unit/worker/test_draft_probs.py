@@ -1,11 +1,11 @@
-"""minedraft/worker/draft_probs.py: each request's draft distribution, from the call that made its drafts."""
+"""minedraft/worker/in_process/draft_probs.py: each request's draft distribution, from the call that made its drafts."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from minedraft.worker.draft_probs import DraftProbs
+from minedraft.worker.in_process.draft_probs import DraftProbs
 
 VOCAB = 5
 

@@ -12,8 +12,8 @@ from fake_cuda import fake_cuda_lane
 
 from minedraft.contract import ProposeCall
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
-from minedraft.worker.in_process_source import InProcessDraftSource
-from minedraft.worker.lanes import InlineLane
+from minedraft.worker.in_process.lanes import InlineLane
+from minedraft.worker.in_process.source import InProcessDraftSource
 
 
 def test_gpu_runner_lanes(monkeypatch):

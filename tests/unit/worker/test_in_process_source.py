@@ -1,4 +1,4 @@
-"""minedraft/worker/in_process_source.py: vLLM's proposer in the worker, deferred calls replayed on a lane."""
+"""minedraft/worker/in_process/source.py: vLLM's proposer in the worker, deferred calls replayed on a lane."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCall
-from minedraft.worker.draft_probs import DraftProbs
-from minedraft.worker.in_process_source import InProcessDraftSource
-from minedraft.worker.job_watchdog import JobWatchdog
-from minedraft.worker.lanes import InlineLane, Lane
+from minedraft.worker.in_process.draft_probs import DraftProbs
+from minedraft.worker.in_process.job_watchdog import JobWatchdog
+from minedraft.worker.in_process.lanes import InlineLane, Lane
+from minedraft.worker.in_process.source import InProcessDraftSource
 
 
 class RecordingLane(Lane):
@@ -92,7 +92,7 @@ def test_a_call_too_large_to_copy_drafts_at_capture(caplog):
     source = _source(log, capture_max_mib=8 / 2**20)  # 8 bytes: one int64
     source.run(source.prepare(_call(["a"], torch.tensor([[4]]))))  # 8 bytes: captured
     del log[:]
-    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process_source"):
+    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.source"):
         job = source.prepare(_call(["b", "c"], torch.tensor([[10], [20]])))  # 16 bytes: drafted now
         source.prepare(_call(["d", "e"], torch.tensor([[1], [2]])))
     assert log[:3] == ["lane: join", "propose [10, 20]", "hook: captured"]

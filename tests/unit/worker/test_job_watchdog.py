@@ -1,10 +1,10 @@
-"""minedraft/worker/job_watchdog.py: a draft job past its bound ends the worker with one line."""
+"""minedraft/worker/in_process/job_watchdog.py: a draft job past its bound ends the worker with one line."""
 
 from __future__ import annotations
 
 import threading
 
-from minedraft.worker.job_watchdog import JobWatchdog
+from minedraft.worker.in_process.job_watchdog import JobWatchdog
 
 BOUND_S = 10  # what a test waits at most for something that must happen at once
 

@@ -1,4 +1,4 @@
-"""minedraft/worker/lanes.py: the execution lanes of the in-process drafter (thread, CUDA stream, inline).
+"""minedraft/worker/in_process/lanes.py: the execution lanes of the in-process drafter (thread, CUDA stream, inline).
 
 The CUDA-stream lane runs against a recording fake of ``torch.cuda`` (fake_cuda.py); tests/gpu runs it
 on a real GPU.
@@ -12,7 +12,7 @@ import pytest
 import torch
 from fake_cuda import fake_cuda_lane
 
-from minedraft.worker.lanes import InlineLane, ThreadLane, make_lane
+from minedraft.worker.in_process.lanes import InlineLane, ThreadLane, make_lane
 
 
 @pytest.mark.parametrize("lane_cls", [InlineLane, lambda: ThreadLane(lane_threads=None)])

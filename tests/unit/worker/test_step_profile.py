@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from minedraft.worker.lanes import ThreadLane
+from minedraft.worker.in_process.lanes import ThreadLane
 from minedraft.worker.step_profile import StepProfiler
 
 

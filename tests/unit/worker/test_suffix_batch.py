@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from minedraft.worker.draft_job import snapshot
+from minedraft.worker.in_process.draft_job import snapshot
 from minedraft.worker.suffix_batch import NOT_IN_BATCH, SuffixBatchView, with_batch_view
 
 pytest.importorskip("arctic_inference.suffix_decoding", reason="the suffix extra (make setup installs it)")

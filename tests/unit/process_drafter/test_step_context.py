@@ -1,4 +1,5 @@
-"""Which of a step's hidden states become a DFlash draft's context (minedraft/worker/step_context.py)."""
+"""Which of a step's hidden states become a DFlash draft's context
+(minedraft/process_drafter/target/step_context.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from minedraft.worker.step_context import step_context
+from minedraft.process_drafter.target.step_context import step_context
 
 
 def scheduler_output(new: dict[str, int], cached: dict[str, int], scheduled: dict[str, int],

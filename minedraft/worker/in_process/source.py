@@ -34,11 +34,11 @@ import torch
 
 from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
 from minedraft.log import get_logger
-from minedraft.worker.draft_catch_up import DraftCatchUp
-from minedraft.worker.draft_job import DraftJob, as_lists, snapshot_nbytes
-from minedraft.worker.draft_probs import DraftProbs
-from minedraft.worker.job_watchdog import JobWatchdog
-from minedraft.worker.lanes import Lane
+from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
+from minedraft.worker.in_process.draft_job import DraftJob, as_lists, snapshot_nbytes
+from minedraft.worker.in_process.draft_probs import DraftProbs
+from minedraft.worker.in_process.job_watchdog import JobWatchdog
+from minedraft.worker.in_process.lanes import Lane
 from minedraft.worker.step_profile import StepProfiler
 
 logger = get_logger(__name__)
