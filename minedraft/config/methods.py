@@ -78,8 +78,7 @@ def method_of(speculative_config: Any) -> Method:
 def method_of_engine(engine_kwargs: dict[str, Any]) -> Method:
     """The row of the method vLLM ``LLM`` keyword arguments speculate with (the process drafter's
     draft engine: a DFlash draft's engine speculates, a draft model's does not); none: a row with nothing set."""
-    spec = engine_kwargs.get("speculative_config") or {}
-    return METHODS.get(spec["method"], UNKNOWN) if spec.get("method") else UNKNOWN
+    return METHODS.get((engine_kwargs.get("speculative_config") or {}).get("method"), UNKNOWN)
 
 
 def names_where(trait: str) -> tuple[str, ...]:

@@ -63,10 +63,10 @@ class Acceptance:
                 accepted[j] += j < taken
         if not reached or not reached[0]:
             return  # no draft verified (every step at depth 0)
+        self._expected.clear()
         for j, (trials, hits) in enumerate(zip(reached, accepted)):
             if trials == 0:
                 continue
-            self._expected.clear()
             keep = math.exp(-trials / self.tau)
             if now - self.seen_at[j] > self.forget_s and self.trials[j] > self.prior_trials:
                 keep *= self.prior_trials / self.trials[j]  # what it knew weighs as the prior does

@@ -114,9 +114,13 @@ class StepCosts:
         self.weights[row] = self.memory * self.weights[row] + 1.0
         self._unfitted_s += seconds
         if not settled or self._unfitted_s >= self.refit_s:
-            self._fits.clear()
-            self._times.clear()
-            self._unfitted_s = 0.0
+            self.refit()
+
+    def refit(self) -> None:
+        """Solve the fits again when next asked (the steps observed since are folded in then)."""
+        self._fits.clear()
+        self._times.clear()
+        self._unfitted_s = 0.0
 
     def _fold(self) -> None:
         """The steps observed since the last fit, added to their cells' statistics in one pass: each
@@ -152,7 +156,7 @@ class StepCosts:
         nothing to catch up; non-decreasing in depth (kept until the next refit: a step asks several times)."""
         key = (decodes, max_depth)
         times = self._times.get(key)
-        if times is None or not self._fits:
+        if times is None:
             times = self._times[key] = self._seconds(decodes, max_depth)
         return times
 

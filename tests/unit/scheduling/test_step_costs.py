@@ -28,7 +28,7 @@ def test_steps_folded_in_one_pass_are_the_steps_added_one_by_one():
         every_step.observe(decodes, depth, tokens, seconds, catch_up)
         every_step.seconds(decodes, 3)  # solved (and folded) after every step
         batched.observe(decodes, depth, tokens, seconds, catch_up)
-    batched._fits.clear()  # one solve folds every step observed since the cells formed
+    batched.refit()  # one solve folds every step observed since the cells formed
     for decodes in (1, 2, 8, 32):
         assert batched.seconds(decodes, 3) == pytest.approx(every_step.seconds(decodes, 3), rel=1e-9)
     np.testing.assert_allclose(batched.grams, every_step.grams, rtol=1e-9)
