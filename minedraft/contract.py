@@ -18,17 +18,14 @@ same methods:
   model as its own engine in a process of its own (minedraft/process_drafter/).
   A job is sent to that process and its reply collected with a bound.
 
-The runner's deferral logic (``worker/runner_mixin.py``) uses only these methods, in
-this order within a step: ``release`` (requests that finished or were
-preempted), ``add_context`` where the source takes the target's hidden states
-(``context_layers``), ``run`` (start the job prepared last step beside the target),
-then, from the ``propose`` call vLLM's runner makes, ``prepare`` (a parallel
-step: next step's job), ``hold`` (a fallback step that drafts after its
-outputs) or ``draft_now`` (a fallback step), and ``collect`` (join: the drafts
-and the late requests, one typed result), then ``draft_after_output`` where a
-call was held for it; ``discard`` where the step takes no drafts, and
-``skip_held``, first in the next step, for a held call the engine core took no
-drafts of (a request arrived while its step ran).
+The runner (``worker/runner_mixin.py``) uses only the public methods, in this order within a
+step: ``begin_step`` (requests that finished or were preempted; a call held last step that the
+engine core took no drafts of, because a request arrived while its step ran; drafts a step without
+``take_draft_token_ids`` left stale), ``add_context`` where the source takes the target's hidden
+states (``context_layers``), ``start`` (the job deferred last step, beside the target), then, from
+the ``propose`` call vLLM's runner makes, one of ``defer`` (a parallel step: next step's job),
+``hold`` (a fallback step that drafts after its outputs) or ``draft_now`` (a fallback step), and
+``collect`` (the running job's drafts and a held call's, with the late requests: one typed result).
 """
 
 from __future__ import annotations
@@ -131,59 +128,69 @@ class DraftLaneError(RuntimeError):
     """A draft job failed; the engine stops with this error."""
 
 
+class LanePlanError(RuntimeError):
+    """The worker got a step the scheduler did not plan for MineDraft."""
+
+
 class DraftSource(ABC):
-    """Drafts for the runner: one job running at a time, joined before the next call drafts."""
+    """Drafts for the runner: one job running at a time, joined before the next call drafts.
+
+    A source implements ``_prepare`` (a call as a job), ``_run`` (start a job, never waiting for
+    it), ``_join`` (wait for it) and ``draft_now``; the rest has defaults."""
 
     def __init__(self) -> None:
         # Joined before collect was called (by draft_now, which waits for the running job): kept for collect.
         self._kept: MineDraftDraftTokenIds | None = None
+        self._deferred: Job | None = None  # deferred this step, started by the next step's start
+        self._held: object | None = None  # held this step (_hold's), drafted by collect
 
-    @abstractmethod
-    def prepare(self, call: ProposeCall) -> Job:
-        """A deferred call (a parallel step): the job that drafts for ``call.req_ids`` in the next step."""
+    # -------------------------------------------------------------- the runner's verbs
+    def begin_step(self, done_req_ids: Iterable[str]) -> None:
+        """A step begins: a call held in the last step is skipped (the engine core took no drafts
+        after it), ``done_req_ids`` (finished or preempted) are released, and the drafts of a job whose
+        step had no ``take_draft_token_ids`` (an empty step) are joined and dropped. Their late
+        requests are kept for the next collect: those still went without drafts."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._skip_held(held)
+        self._release(done_req_ids)
+        self._keep_joined()
+        if self._kept is not None:
+            self._kept = self._kept.without_drafts()
+
+    def defer(self, call: ProposeCall) -> None:
+        """A parallel step's call: the job that drafts for ``call.req_ids`` in the next step."""
+        self._deferred = self._prepare(call)
+
+    def hold(self, call: ProposeCall) -> None:
+        """A fallback step's call, drafted by ``collect`` after the step's outputs were queued."""
+        self._held = self._hold(call)
 
     @abstractmethod
     def draft_now(self, call: ProposeCall) -> Any:
         """A call drafted now (a fallback step), after the running job: what vLLM's runner gets from propose."""
 
-    def hold(self, call: ProposeCall) -> Job:
-        """A call drafted after the step's outputs (``draft_after_output``) or skipped (``skip_held``)."""
-        return self.prepare(call)
-
-    def skip_held(self, job: Job) -> None:
-        """A held call whose drafts the engine core did not take: none are made. A source whose drafter
-        keeps state catches it up when it next drafts; this one only drops the call (its drafter may
-        draft worse for those tokens, never a wrong token)."""
-
-    def draft_after_output(self, job: Job) -> MineDraftDraftTokenIds | None:
-        """A call ``hold`` held this step, drafted now that the step's outputs have been queued
-        (``take_draft_token_ids``), the running job already collected: its drafts."""
-        self.run(job)
-        return self.collect()
-
-    @abstractmethod
-    def run(self, job: Job | None) -> None:
-        """Start the step's job (None: none this step) beside the target; never waits for it."""
-
-    @abstractmethod
-    def _join(self) -> MineDraftDraftTokenIds | None:
-        """Wait for the job ``run`` started: its drafts and late requests (None: no job running)."""
+    def start(self, planned_req_ids: list[str]) -> None:
+        """Start the job deferred in the last step beside the target; it must draft for every request
+        the scheduler planned drafts for in this step (``draft_only_req_ids``)."""
+        job, self._deferred = self._deferred, None
+        missing = set(planned_req_ids) - set(job.req_ids if job is not None else ())
+        if missing:
+            raise LanePlanError(
+                f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
+                "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
+            )
+        self._run(job)
 
     def collect(self) -> MineDraftDraftTokenIds | None:
-        """Join the running job: its drafts, with all late requests since the last collect."""
+        """Join the running job, then draft a call held in this step: their drafts, with all late
+        requests since the last collect."""
         self._keep_joined()
+        held, self._held = self._held, None
+        if held is not None:
+            self._keep(self._draft_held(held))
         kept, self._kept = self._kept, None
         return kept
-
-    def discard(self) -> None:
-        """Join and drop the drafts: a step without ``take_draft_token_ids`` (an empty step) left them
-        stale. Their late requests are kept for the next collect: those still went without drafts."""
-        self._keep_joined()
-        if self._kept is not None:
-            self._kept = self._kept.without_drafts()
-
-    def release(self, req_ids: Iterable[str]) -> None:  # noqa: B027 - optional hook
-        """Requests that finished or were preempted."""
 
     @property
     def context_layers(self) -> tuple[int, ...] | None:
@@ -201,12 +208,44 @@ class DraftSource(ABC):
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         pass
 
-    def _keep_joined(self) -> None:
+    # -------------------------------------------------------------- what a source implements
+    @abstractmethod
+    def _prepare(self, call: ProposeCall) -> Job:
+        """``call`` as a job, run by ``_run``."""
+
+    @abstractmethod
+    def _run(self, job: Job | None) -> None:
+        """Start ``job`` (None: none this step) beside the target; never waits for it."""
+
+    @abstractmethod
+    def _join(self) -> MineDraftDraftTokenIds | None:
+        """Wait for the job ``_run`` started: its drafts and late requests (None: no job running)."""
+
+    def _release(self, req_ids: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """Requests that finished or were preempted."""
+
+    def _hold(self, call: ProposeCall) -> object:
+        """What ``hold`` keeps of ``call``: by default its job."""
+        return self._prepare(call)
+
+    def _draft_held(self, held: object) -> MineDraftDraftTokenIds | None:
+        """A held call's drafts, made now that the step's outputs have been queued."""
+        self._run(held)
+        return self._joined()
+
+    def _skip_held(self, held: object) -> None:
+        """A held call whose drafts the engine core did not take: none are made. A source whose drafter
+        keeps state catches it up when it next drafts; by default the call is only dropped (its drafter
+        may draft worse for those tokens, never a wrong token)."""
+
+    def _joined(self) -> MineDraftDraftTokenIds | None:
         try:
-            joined = self._join()
+            return self._join()
         except Exception as e:
             raise DraftLaneError(f"minedraft draft lane failed: {e!r}") from e
-        self._keep(joined)
+
+    def _keep_joined(self) -> None:
+        self._keep(self._joined())
 
     def _keep(self, drafts: MineDraftDraftTokenIds | None) -> None:
         self._kept = merge_drafts(self._kept, drafts)

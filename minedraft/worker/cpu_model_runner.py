@@ -7,11 +7,11 @@ from __future__ import annotations
 from vllm.config import CompilationMode
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 
-from minedraft.contract import DraftLaneError
+from minedraft.contract import DraftLaneError, LanePlanError
 from minedraft.log import get_logger
 from minedraft.monkeypatch import serialise_cpu_kernels
 from minedraft.worker.in_process.lanes import Lane, ThreadLane, make_lane
-from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
+from minedraft.worker.runner_mixin import MineDraftRunnerMixin
 
 __all__ = ["DraftLaneError", "LanePlanError", "MineDraftCPUModelRunner"]
 

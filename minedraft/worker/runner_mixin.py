@@ -2,7 +2,7 @@
 
 In a parallel step (``scheduler_output.defer_drafts``) the runner does
 everything vLLM's runner does except drafting: the ``drafter.propose`` call is
-prepared as a job (``DraftSource.prepare``) and answered with placeholders
+deferred as a job (``DraftSource.defer``) and answered with placeholders
 that never reach the scheduler. At the start of the next step the job is run
 beside the target's forward, which verifies the other group;
 ``take_draft_token_ids`` collects its drafts. The drafter therefore sees
@@ -17,7 +17,7 @@ request's first token never waits for its draft work (the drafts still reach
 the scheduler before the next step). Where a request reached the engine core
 while the step ran, the engine core takes no drafts (the scheduler's
 ``skips_held_drafts``) and the next step, which carries the new request's
-prefill, starts by skipping the held call (``DraftSource.skip_held``).
+prefill, starts by skipping the held call (``DraftSource.begin_step``).
 
 Where drafts come from is a draft source (``minedraft/contract.py``), chosen once
 when the runner is built from the drafter vLLM built: the in-process drafter
@@ -27,7 +27,7 @@ own. The logic here never asks which.
 The contract with the scheduler is typed: every step brings a
 ``MineDraftSchedulerOutput`` (``defer_drafts``: defer this step's propose;
 ``draft_only_req_ids``: the requests whose drafts the job run this step must
-deliver). The runner checks that the job covers every one of them, and
+deliver; ``DraftSource.start`` checks that the job covers every one), and the runner
 returns ``MineDraftDraftTokenIds``: the drafts and the requests the source
 left without them. The drafter is routed through one proxy, installed once
 on the drafter at start-up (``drafter.propose``).
@@ -51,7 +51,7 @@ from vllm.v1.outputs import DraftTokenIds
 from minedraft.config.catch_up import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
-from minedraft.contract import DraftSource, Job, MineDraftSchedulerOutput, ProposeCall, merge_drafts
+from minedraft.contract import DraftSource, LanePlanError, MineDraftSchedulerOutput, ProposeCall, merge_drafts
 from minedraft.log import get_logger
 from minedraft.process_drafter.target.proposer import RemoteDraftProposer
 from minedraft.process_drafter.target.source import NoDraftSource, ProcessDraftSource
@@ -70,10 +70,6 @@ from minedraft.worker.suffix_batch import with_batch_view
 logger = get_logger(__name__)
 
 
-class LanePlanError(RuntimeError):
-    """The worker got a step the scheduler did not plan for MineDraft."""
-
-
 class MineDraftRunnerMixin:
     """Mixed in before vLLM's runner class (``class R(MineDraftRunnerMixin, GPUModelRunner)``)."""
 
@@ -84,12 +80,11 @@ class MineDraftRunnerMixin:
         self.settings = MineDraftSettings.of(self.vllm_config)
         profile_path = self.settings.step_profile
         self.step_profiler = StepProfiler(profile_path) if profile_path else None
-        self._captured_job: Job | None = None
         self._defer_this_step = False
         self._draft_after_output = False
-        # This step's call, drafted after its outputs (take_draft_token_ids) or, where the engine core
-        # takes no drafts because a request arrived, skipped at the start of the next step (skip_held).
-        self._held_job: Job | None = None
+        # This step's call was held by the source, drafted after its outputs (take_draft_token_ids) or,
+        # where the engine core takes no drafts because a request arrived, skipped by the next step.
+        self._held_this_step = False
         self._step_depth = 0
         self._propose_parameters: tuple[str, ...] | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
@@ -130,7 +125,7 @@ class MineDraftRunnerMixin:
 
     def _make_draft_catch_up(self) -> DraftCatchUp | None:
         """At depth 0 the draft model or EAGLE head skips its forward (``idle_drafter=skip``), as it
-        does a held call the engine core took no drafts of (``skip_held``); an EAGLE head's catch-up
+        does a held call the engine core took no drafts of (``DraftSource.begin_step``); an EAGLE head's catch-up
         feeds it the target's hidden states its skipped calls kept (up to ``catch_up_max_mib``). Where
         the scheduler counts on one: ``catches_up``."""
         if not catches_up(self.speculative_config, self.settings, self.uses_mrope):
@@ -159,52 +154,30 @@ class MineDraftRunnerMixin:
         plan = _lane_plan(scheduler_output)
         self._defer_this_step = plan.defer_drafts
         self._draft_after_output = plan.drafts_after_output
-        held, self._held_job = self._held_job, None
-        if held is not None:  # the engine core took no drafts after it: a request arrived (skip_held)
-            self.draft_source.skip_held(held)
+        self._held_this_step = False
         self._step_depth = scheduler_output.num_spec_tokens_to_schedule
         if self.step_profiler is not None:
             self.step_profiler.begin(
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
-        self.draft_source.release(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
+        self.draft_source.begin_step(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
         if self.SUBMIT_BEFORE_TARGET:
-            self._submit_deferred_job(plan.draft_only_req_ids)
+            self.draft_source.start(plan.draft_only_req_ids)
             return super().execute_model(scheduler_output, intermediate_tensors)
-        self._collect_stale_job()
         output = super().execute_model(scheduler_output, intermediate_tensors)
-        self._submit_deferred_job(plan.draft_only_req_ids)
+        self.draft_source.start(plan.draft_only_req_ids)
         return output
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if self.step_profiler is not None:
             self.step_profiler.main_lane_done()
-        lane = self.draft_source.collect()
-        held, self._held_job = self._held_job, None
-        if held is not None:  # the engine core has queued this step's outputs
-            inline = self.draft_source.draft_after_output(held)
-        else:
-            inline = None if self._defer_this_step else super().take_draft_token_ids()
+        # The running job's drafts, and a held call's, drafted now: the engine core has queued this step's outputs.
+        drafts = self.draft_source.collect()
+        held, self._held_this_step = self._held_this_step, False
+        inline = None if self._defer_this_step or held else super().take_draft_token_ids()
         if self.step_profiler is not None:
             self.step_profiler.end()
-        return merge_drafts(lane, inline)
-
-    # -------------------------------------------------------------- the deferred job
-    def _collect_stale_job(self) -> None:
-        # Drafts of a job whose step had no take_draft_token_ids (an empty step) are stale: drop
-        # them. The drafter's KV cache was still updated.
-        self.draft_source.discard()
-
-    def _submit_deferred_job(self, planned: list[str]) -> None:
-        self._collect_stale_job()
-        job, self._captured_job = self._captured_job, None
-        missing = set(planned) - set(job.req_ids if job is not None else ())
-        if missing:
-            raise LanePlanError(
-                f"minedraft: the scheduler planned drafts for {sorted(missing)} in this step, but the "
-                "deferred draft job does not cover them (scheduler and worker disagree on the lane plan)."
-            )
-        self.draft_source.run(job)
+        return merge_drafts(drafts, inline)
 
     def _install_propose_proxy(self) -> None:
         """Route the drafter's ``propose`` through :meth:`_propose` (once, at start-up).
@@ -332,9 +305,10 @@ class MineDraftRunnerMixin:
             args, kwargs = with_batch_view(args, kwargs, self.input_batch, self.requests.keys())
         call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)
         if self._defer_this_step:
-            self._captured_job = self.draft_source.prepare(call)
+            self.draft_source.defer(call)
         elif self._draft_after_output:
-            self._held_job = self.draft_source.hold(call)
+            self.draft_source.hold(call)
+            self._held_this_step = True
         else:
             return self.draft_source.draft_now(call)
         num_reqs = self.input_batch.num_reqs

@@ -31,26 +31,25 @@ FAULT_WORKER = "tests.e2e.fault_injection.FaultInjectingCPUWorker"
 FAULT_DRAFT_ENGINE = ("-m", "tests.e2e.fault_draft_engine")
 
 
-class FaultyJobs:
-    """A draft source whose deferred jobs fail (``draft_lane``) or stall first (``draft_lane_stall``)."""
+def inject_job_faults(source: Any, faults: frozenset[str], rank: int = 0) -> None:
+    """``source``'s deferred jobs fail (``draft_lane``) or stall first (``draft_lane_stall``): its
+    ``_run``, which ``start`` calls, runs a faulty job in place of each."""
+    run = source._run
 
-    def __init__(self, source: Any, faults: frozenset[str], rank: int = 0) -> None:
-        self.source, self.faults, self.rank = source, faults, rank
+    def run_faulty(job: DraftJob | None) -> None:
+        run(job if job is None else _faulty(job, faults, rank))
 
-    def run(self, job: DraftJob | None) -> None:
-        self.source.run(job if job is None else self._faulty(job))
+    source._run = run_faulty
 
-    def __getattr__(self, name: str) -> Any:  # everything else is the source's
-        return getattr(self.source, name)
 
-    def _faulty(self, job: DraftJob) -> DraftJob:
-        if "draft_lane" in self.faults:
-            return DraftJob(job.req_ids, _raise_injected_fault, (), {})
-        if "draft_lane_hang_rank1" in self.faults and self.rank == 1:
-            return DraftJob(job.req_ids, _hang, (), {})
-        if "draft_lane_stall" in self.faults:
-            return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
-        return job
+def _faulty(job: DraftJob, faults: frozenset[str], rank: int) -> DraftJob:
+    if "draft_lane" in faults:
+        return DraftJob(job.req_ids, _raise_injected_fault, (), {})
+    if "draft_lane_hang_rank1" in faults and rank == 1:
+        return DraftJob(job.req_ids, _hang, (), {})
+    if "draft_lane_stall" in faults:
+        return DraftJob(job.req_ids, _stalled(job.propose), job.args, job.kwargs)
+    return job
 
 
 def _raise_injected_fault():
@@ -76,8 +75,7 @@ def _stalled(propose):
 class FaultInjectingCPUWorker(MineDraftCPUWorker):
     def init_device(self) -> None:
         super().init_device()
-        runner = self.model_runner
-        runner.draft_source = FaultyJobs(runner.draft_source, injected_faults(), self.rank)
+        inject_job_faults(self.model_runner.draft_source, injected_faults(), self.rank)
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         drafter = self.model_runner.drafter

@@ -3,7 +3,7 @@
 vLLM built :class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer`
 as this worker's drafter (the front end put it in the speculative config).
 A job holds only the tokens each request gained since its last job, so a
-deferred call costs nothing to hold until the next step: ``run`` sends it,
+deferred call costs nothing to hold until the next step: ``start`` sends it,
 ``collect`` waits for its reply at most ``drafter_timeout_s``. A fallback
 step's call is sent and awaited at once. Rows the drafter left without
 drafts (late or gone) come back as late requests, verified without drafts.
@@ -28,19 +28,19 @@ class ProcessDraftSource(DraftSource):
         self.proposer = proposer
         self._sent: tuple[RemoteDraftJob, int | None] | None = None  # the running job and its id
 
-    def prepare(self, call: ProposeCall) -> RemoteDraftJob:
+    def _prepare(self, call: ProposeCall) -> RemoteDraftJob:
         return self.proposer.prepare(call.req_ids, call.depth, *call.args, **call.kwargs)
 
     def draft_now(self, call: ProposeCall) -> list[list[int]]:
         # Prepared before the running job is joined, the order the runner has always had: a resync
         # asked for in that job's reply reaches the next job, not this one.
-        job = self.prepare(call)
+        job = self._prepare(call)
         self._keep_joined()  # one job in flight at a time
         drafts = self.proposer.round_trip(job)
         self._keep(drafts.without_drafts())  # its rows go back through vLLM's runner, its late ones here
         return drafts.draft_token_ids
 
-    def run(self, job: RemoteDraftJob | None) -> None:
+    def _run(self, job: RemoteDraftJob | None) -> None:
         if job is not None:
             self._sent = job, self.proposer.send(job)
 
@@ -50,7 +50,7 @@ class ProcessDraftSource(DraftSource):
         (job, job_id), self._sent = self._sent, None
         return self.proposer.receive(job, job_id)
 
-    def release(self, req_ids: Iterable[str]) -> None:
+    def _release(self, req_ids: Iterable[str]) -> None:
         self.proposer.release(req_ids)
 
     @property
@@ -74,13 +74,13 @@ class NoDraftSource(DraftSource):
     """A target rank other than 0 beside the process drafter: it drafts nothing (its drafts would
     never be read) and follows the runner's plan with empty jobs."""
 
-    def prepare(self, call: ProposeCall) -> NoDraftJob:
+    def _prepare(self, call: ProposeCall) -> NoDraftJob:
         return NoDraftJob(list(call.req_ids))
 
     def draft_now(self, call: ProposeCall) -> list[list[int]]:
         return [[] for _ in call.req_ids]  # vLLM's runner takes lists from a custom_class drafter
 
-    def run(self, job: NoDraftJob | None) -> None:
+    def _run(self, job: NoDraftJob | None) -> None:
         pass
 
     def _join(self) -> MineDraftDraftTokenIds | None:

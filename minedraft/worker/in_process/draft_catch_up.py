@@ -25,7 +25,7 @@ requests are caught up and the call runs, as in vLLM. ngram and custom drafters 
 no forward.
 
 A call at depth > 0 is skipped the same way when a new request arrives while its step
-runs (``InProcessDraftSource.skip_held``): its drafts are then never made, and the rows
+runs (``InProcessDraftSource._skip_held``): its drafts are then never made, and the rows
 of its hidden states past a request's accepted tokens (the rejected drafts') are not kept.
 
 One gap is known: a prompt block computed while its request skipped, and cached

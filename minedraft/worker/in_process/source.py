@@ -20,8 +20,8 @@ With a ``catch_up`` (the draft-model and EAGLE methods, ``idle_drafter=skip``), 
 depth-0 call runs no forward, and a later call first feeds the drafter the tokens
 its requests skipped (``draft_catch_up.py``), now, before the call is drafted or
 captured. A call held to be drafted after the step's outputs (``hold``) is caught up
-then too, and a held call the engine core took no drafts of (``skip_held``: a request
-arrived while its step ran) is skipped as a depth-0 call is. A ``stateless_drafter``
+then too, and a held call the engine core took no drafts of (a request arrived while
+its step ran) is skipped as a depth-0 call is. A ``stateless_drafter``
 (n-gram) is not called at depth 0: its answer is empty, and there is nothing to catch up.
 """
 
@@ -64,10 +64,10 @@ class InProcessDraftSource(DraftSource):
         self._before_run, self._on_captured = before_run, on_captured
         self.profiler = profiler
         self.inline_drafts = 0  # deferred calls drafted at capture (capture_max_mib)
-        self.arrival_skips = 0  # held calls skipped (skip_held)
+        self.arrival_skips = 0  # held calls skipped (_skip_held)
         self._caught_up_once = False
 
-    def prepare(self, call: ProposeCall) -> DraftJob:
+    def _prepare(self, call: ProposeCall) -> DraftJob:
         skipped = self._skip(call)
         if skipped is not None:
             job = DraftJob.completed(call.req_ids, skipped)
@@ -84,38 +84,36 @@ class InProcessDraftSource(DraftSource):
         self._feed_skipped(call)
         return self._propose_now(call)
 
-    def hold(self, call: ProposeCall) -> DraftJob | ProposeCall:
-        """The call itself, drafted after the outputs, its catch-up first; where nothing catches up,
-        ``prepare``'s job. Its inputs are not copied, unlike a deferred call's: it is drafted in this
-        step's ``take_draft_token_ids``, or recorded by ``skip_held`` before the next step's
-        ``execute_model`` reaches vLLM's, so the runner's buffers it reads still hold this step's
-        inputs (copying them cost a 2-6 ms step of the kit's pair about 4 %: benchmarks/method_stages.py)."""
-        if self.catch_up is None:
-            return self.prepare(call)
+    def _hold(self, call: ProposeCall) -> ProposeCall:
+        """The call itself, drafted after the outputs (its catch-up first). Its inputs are not copied,
+        unlike a deferred call's: it is drafted in this step's ``take_draft_token_ids``, or skipped by
+        the next step's ``begin_step`` before its ``execute_model`` reaches vLLM's, so the runner's
+        buffers it reads still hold this step's inputs (copying them cost a 2-6 ms step of the kit's
+        pair about 4 %: benchmarks/method_stages.py)."""
         return call
 
-    def skip_held(self, job: DraftJob | ProposeCall) -> None:
+    def _skip_held(self, call: ProposeCall) -> None:
         """Recorded for the catch-up (at the start of the next step: the runner's batch is still the
-        held call's); drafted and dropped where its hidden states would exceed ``catch_up_max_mib``."""
-        if not isinstance(job, ProposeCall):
-            return  # drafted at capture
-        if self.catch_up.skip(job) is None:
-            self.draft_after_output(job)
+        held call's); drafted and dropped where its hidden states would exceed ``catch_up_max_mib``.
+        Without a catch-up, dropped."""
+        if self.catch_up is None:
+            return
+        if self.catch_up.skip(call) is None:
+            self._draft_held(call)
         self.arrival_skips += 1
 
-    def draft_after_output(self, job: DraftJob | ProposeCall) -> MineDraftDraftTokenIds:
+    def _draft_held(self, call: ProposeCall) -> MineDraftDraftTokenIds:
         """On the calling thread, not the lane: nothing runs beside it now, and the lane thread's
         intra-op threads (``lane_threads``) would only make it slower."""
         self._keep_joined()
         with torch.inference_mode():
-            if isinstance(job, ProposeCall):  # held: its catch-up, then the call
-                self._feed_skipped(job)
-                req_ids, drafts = job.req_ids, self._bounded(lambda: self._propose_now(job))()
-            else:
-                req_ids, drafts = self._bounded(job.run)()
-        return MineDraftDraftTokenIds(req_ids, as_lists(drafts))
+            drafts = self._skip(call)
+            if drafts is None:
+                self._feed_skipped(call)
+                drafts = self._bounded(lambda: self._propose_now(call))()
+        return MineDraftDraftTokenIds(call.req_ids, as_lists(drafts))
 
-    def release(self, req_ids) -> None:
+    def _release(self, req_ids) -> None:
         if self.catch_up is not None:
             self.catch_up.release(set(req_ids))
         if self.draft_probs is not None:
@@ -150,7 +148,7 @@ class InProcessDraftSource(DraftSource):
                             "%d tokens (RFC §2.5)", CATCH_UP_LINE, self.catch_up.skipped_calls,
                             self.catch_up.caught_up_tokens)
 
-    def run(self, job: DraftJob | None) -> None:
+    def _run(self, job: DraftJob | None) -> None:
         self._before_run(self.lane, job is not None)
         if job is not None:
             self.lane.submit(self._bounded(job.run if self.profiler is None else self.profiler.timed(job.run)))

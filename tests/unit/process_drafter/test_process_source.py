@@ -15,12 +15,12 @@ def _call(histories: dict[str, list[int]], sampled: list[list[int]], depth: int 
     return ProposeCall(req_ids, (sampled, lengths, token_ids), {"slot_mappings": None}, depth)
 
 
-def test_a_deferred_job_is_sent_when_run_and_its_drafts_collected():
+def test_a_deferred_job_is_sent_when_started_and_its_drafts_collected():
     client = FakeClient()
     source = ProcessDraftSource(fake_proposer(client))
-    job = source.prepare(_call({"a": [5, 6, 7], "b": [8, 9]}, [[7], []]))  # b: a prefill chunk
+    source.defer(_call({"a": [5, 6, 7], "b": [8, 9]}, [[7], []]))  # b: a prefill chunk
     assert client.sent == []  # held until the next step
-    source.run(job)
+    source.start(["a", "b"])
     assert [m["draft"] for m in client.sent] == [["a"]]
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[8, 9, 10], []])
     assert source.collect() is None
@@ -28,13 +28,15 @@ def test_a_deferred_job_is_sent_when_run_and_its_drafts_collected():
 
 def test_rows_a_late_drafter_leaves_without_drafts_are_late():
     source = ProcessDraftSource(fake_proposer(FakeClient(late=True)))
-    source.run(source.prepare(_call({"a": [1, 2], "b": [3, 4]}, [[2], [4]])))
+    source.defer(_call({"a": [1, 2], "b": [3, 4]}, [[2], [4]]))
+    source.start([])
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[], []], ["a", "b"])
 
 
 def test_drafting_now_joins_the_running_job_and_keeps_late_requests_for_collect():
     source = ProcessDraftSource(fake_proposer(FakeClient(late={2})))  # job 1 in time, job 2 late
-    source.run(source.prepare(_call({"a": [1, 2]}, [[2]])))
+    source.defer(_call({"a": [1, 2]}, [[2]]))
+    source.start([])
     drafts = source.draft_now(_call({"b": [3, 4]}, [[4]]))
     assert drafts == [[]]  # what vLLM's runner gets back from propose: b's row, without drafts
     assert source.collect() == MineDraftDraftTokenIds(["a"], [[3, 4, 5]], ["b"])
@@ -44,14 +46,15 @@ def test_finished_requests_are_released_with_the_next_job():
     client = FakeClient()
     source = ProcessDraftSource(fake_proposer(client))
     source.draft_now(_call({"a": [1, 2]}, [[2]]))
-    source.release(["a"])
+    source.begin_step(["a"])
     source.draft_now(_call({"b": [3]}, [[3]]))
     assert client.sent[-1]["release"] == ["a"]
 
 
 def test_a_failing_reply_is_a_draft_lane_error():
     source = ProcessDraftSource(fake_proposer(FakeClient(fail=ValueError("bad reply"))))
-    source.run(source.prepare(_call({"a": [1, 2]}, [[2]])))
+    source.defer(_call({"a": [1, 2]}, [[2]]))
+    source.start([])
     with pytest.raises(DraftLaneError, match="bad reply"):
         source.collect()
 

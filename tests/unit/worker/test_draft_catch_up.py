@@ -270,7 +270,7 @@ def with_rejected_drafts(call: ProposeCall, rejected: list[int]) -> ProposeCall:
 
 
 def test_a_skipped_verifying_call_keeps_no_hidden_state_of_a_rejected_draft():
-    """A call that verified drafts, skipped because a request arrived (InProcessDraftSource.skip_held),
+    """A call that verified drafts, skipped because a request arrived (InProcessDraftSource._skip_held),
     then a skipped depth-0 call: each request keeps only its accepted tokens' rows, so the rows of the
     two calls line up with positions and the head's catch-up rebuilds the KV of running every forward."""
     batch, every, head = Batch({"a": 4, "b": 6}), FakeEagleHead(), FakeEagleHead()

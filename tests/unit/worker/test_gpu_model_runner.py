@@ -38,11 +38,11 @@ def test_the_side_stream_waits_for_the_capture_event_the_runner_records():
     cuda, lane = fake_cuda_lane()
     source = InProcessDraftSource(lambda x: x + 1, lane, capture_max_mib=64, before_run=runner._before_submit,
                                   on_captured=runner._on_captured)
-    job = source.prepare(ProposeCall(["a"], (torch.tensor([[1, 2]]),), {}, depth=2))
+    source.defer(ProposeCall(["a"], (torch.tensor([[1, 2]]),), {}, depth=2))
     ready = cuda.log[-1].split(".")[0]
     assert cuda.log[-1] == f"{ready}.record(M)"
     cuda.log.append("M: target forward enqueued")
-    source.run(job)
+    source.start(["a"])
     assert cuda.log[cuda.log.index("M: target forward enqueued") + 1] == f"S.wait({ready})"
     assert source.collect().draft_token_ids == [[2, 3]]
 

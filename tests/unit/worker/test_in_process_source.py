@@ -59,10 +59,10 @@ def test_a_deferred_call_is_captured_then_replayed_when_run():
     log: list[str] = []
     source = _source(log)
     buffer = torch.tensor([[1, 5], [2, 7]])
-    job = source.prepare(_call(["a", "b"], buffer))
+    source.defer(_call(["a", "b"], buffer))
     buffer.zero_()  # vLLM's runner reuses its buffers: the job holds copies
     assert log == ["hook: captured"]
-    source.run(job)
+    source.start(["a", "b"])
     assert log[1:] == ["hook: before_run True", "lane: submit", "propose [5, 7]"]
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[6, 7], [8, 9]])
     assert source.collect() is None and not source.lane.busy
@@ -71,7 +71,7 @@ def test_a_deferred_call_is_captured_then_replayed_when_run():
 def test_a_step_without_a_job_still_calls_the_platform_hook():
     log: list[str] = []
     source = _source(log)
-    source.run(None)
+    source.start([])
     assert log == ["hook: before_run False"]
     assert source.collect() is None
 
@@ -79,7 +79,8 @@ def test_a_step_without_a_job_still_calls_the_platform_hook():
 def test_drafting_now_joins_the_running_job_first_and_keeps_its_drafts():
     log: list[str] = []
     source = _source(log)
-    source.run(source.prepare(_call(["a"], torch.tensor([[4]]))))
+    source.defer(_call(["a"], torch.tensor([[4]])))
+    source.start([])
     del log[:]
     drafts = source.draft_now(_call(["b"], torch.tensor([[10]])))
     assert log == ["lane: join", "propose [10]"]  # the drafter's buffers belong to one call at a time
@@ -90,20 +91,22 @@ def test_drafting_now_joins_the_running_job_first_and_keeps_its_drafts():
 def test_a_call_too_large_to_copy_drafts_at_capture(caplog):
     log: list[str] = []
     source = _source(log, capture_max_mib=8 / 2**20)  # 8 bytes: one int64
-    source.run(source.prepare(_call(["a"], torch.tensor([[4]]))))  # 8 bytes: captured
+    source.defer(_call(["a"], torch.tensor([[4]])))  # 8 bytes: captured
+    source.start(["a"])
     del log[:]
     with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.source"):
-        job = source.prepare(_call(["b", "c"], torch.tensor([[10], [20]])))  # 16 bytes: drafted now
-        source.prepare(_call(["d", "e"], torch.tensor([[1], [2]])))
+        source.defer(_call(["b", "c"], torch.tensor([[10], [20]])))  # 16 bytes: drafted now
     assert log[:3] == ["lane: join", "propose [10, 20]", "hook: captured"]
+    source.collect()  # "a"'s job, joined while drafting now
+    del log[:]
+    source.start(["b", "c"])
+    assert "propose" not in " ".join(log)  # the job only hands the drafts over
+    assert source.collect() == MineDraftDraftTokenIds(["b", "c"], [[11, 12], [21, 22]])
+    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.source"):
+        source.defer(_call(["d", "e"], torch.tensor([[1], [2]])))
     lines = [r.getMessage() for r in caplog.records if "would copy" in r.getMessage()]
     assert len(lines) == 1 and lines[0].endswith("steps like it draft inline.")  # once, not per step
     assert source.inline_drafts == 2
-    source.collect()  # "a"'s job, joined while drafting now
-    del log[:]
-    source.run(job)
-    assert "propose" not in " ".join(log)  # the job only hands the drafts over
-    assert source.collect() == MineDraftDraftTokenIds(["b", "c"], [[11, 12], [21, 22]])
 
 
 class TimingProfiler:
@@ -121,13 +124,15 @@ class TimingProfiler:
 def test_the_step_profiler_times_the_job_on_the_lane():
     profiler = TimingProfiler()
     source = _source([], lane=InlineLane(), profiler=profiler)
-    source.run(source.prepare(_call(["a"], torch.tensor([[1]]))))
+    source.defer(_call(["a"], torch.tensor([[1]])))
+    source.start([])
     assert profiler.timed_jobs == 1 and source.collect().req_ids == ["a"]
 
 
 def test_a_failing_job_is_a_draft_lane_error_at_collect():
     source = _source([], lane=InlineLane())
-    source.run(source.prepare(_call(["a"], torch.tensor([[1]]), fail=True)))
+    source.defer(_call(["a"], torch.tensor([[1]]), fail=True))
+    source.start([])
     with pytest.raises(DraftLaneError, match="drafter failed"):
         source.collect()
     assert not source.lane.busy
@@ -160,7 +165,8 @@ def test_the_watchdog_bounds_the_join_where_the_device_work_is_seen():
     device_done, said = threading.Event(), []
     watchdog = JobWatchdog(0.05, "rank 0", end=lambda line: (said.append(line), device_done.set()))
     source = _source([], lane=EnqueueOnlyLane(device_done), watchdog=watchdog)
-    source.run(source.prepare(_call(["a"], torch.tensor([[1]]))))
+    source.defer(_call(["a"], torch.tensor([[1]])))
+    source.start([])
     assert said == []  # the job itself returned at once
     assert source.collect().req_ids == ["a"]
     assert len(said) == 1 and "a draft job on rank 0 has run for more than lane_timeout_s=0.05 s" in said[0]
@@ -177,11 +183,12 @@ def test_a_deferred_call_keeps_its_draft_probabilities_for_its_requests_until_re
     store = DraftProbs(lambda: last.get("probs"))
     source = InProcessDraftSource(propose, InlineLane(), capture_max_mib=64.0, before_run=lambda *a: None,
                                   on_captured=lambda lane: None, draft_probs=store)
-    source.run(source.prepare(_call(["a", "b"], torch.tensor([[1], [2]]))))
+    source.defer(_call(["a", "b"], torch.tensor([[1], [2]])))
+    source.start([])
     assert source.collect().req_ids == ["a", "b"]
     got = store.for_verification(["b"], [2], torch.tensor([0, 0]))
     assert torch.equal(got, last["probs"][1])
-    source.release(["b"])
+    source.begin_step(["b"])
     assert store.for_verification(["b"], [2], torch.tensor([0, 0])) is None
 
 
@@ -194,7 +201,8 @@ def test_a_stateless_drafter_is_not_called_at_depth_0_deferred_or_now():
         before_run=lambda lane, job_this_step: None, on_captured=lambda lane: None)
     depth_0 = ProposeCall(["a", "b"], (), {}, depth=0)
     assert source.draft_now(depth_0) == [[], []]
-    source.run(source.prepare(depth_0))
+    source.defer(depth_0)
+    source.start([])
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[], []])
     assert not any(line.startswith("propose") for line in log), log
     assert source.draft_now(_call(["a"], torch.tensor([[3]]))).tolist() == [[4, 5]]
@@ -230,31 +238,36 @@ def test_a_held_call_is_caught_up_and_drafted_after_the_outputs_not_at_hold():
     log: list[str] = []
     source = _catching_up_source(log)
     buffer = torch.tensor([[1, 5], [2, 7]])
-    call = _call(["a", "b"], buffer)
-    held = source.hold(call)
-    # Drafted before the runner's next step rewrites its buffers: the call is held as it is, not copied.
-    assert held is call
+    source.hold(_call(["a", "b"], buffer))
     assert log == []  # nothing fed, drafted or announced to the lane before the step's outputs
-    assert source.draft_after_output(held) == MineDraftDraftTokenIds(["a", "b"], [[6, 7], [8, 9]])
-    assert log == ["catch-up: feed ['a', 'b']", "propose [4, 6]", "propose [5, 7]"]
+    # Drafted before the runner's next step rewrites its buffers: the call is held as it is, not copied.
+    buffer[:, -1] += 1
+    assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[7, 8], [9, 10]])
+    assert log == ["catch-up: feed ['a', 'b']", "propose [5, 7]", "propose [6, 8]"]
+    assert source.collect() is None  # drafted once
 
 
 @pytest.mark.parametrize("fits", [True, False])
 def test_a_held_call_the_engine_core_took_no_drafts_of_is_skipped_for_the_catch_up(fits):
-    """A request arrived while the held call's step ran (skip_held): the call is recorded as skipped;
-    where its hidden states would exceed the catch-up's budget it is drafted (its drafts dropped)."""
+    """A request arrived while the held call's step ran (the next step begins without a collect): the
+    call is recorded as skipped; where its hidden states would exceed the catch-up's budget it is
+    drafted (its drafts dropped)."""
     log: list[str] = []
     source = _catching_up_source(log, fits)
-    source.skip_held(source.hold(_call(["a"], torch.tensor([[3]]))))
+    source.hold(_call(["a"], torch.tensor([[3]])))
+    source.begin_step([])
     drafted = ["catch-up: feed ['a']", "propose [2]", "propose [3]"]
     assert log == ["catch-up: skip ['a']"] + ([] if fits else drafted)
     assert source.arrival_skips == 1 and source.collect() is None
 
 
-def test_without_a_catch_up_a_held_call_is_a_prepared_one_and_skipping_it_drafts_nothing():
+def test_without_a_catch_up_a_held_call_is_drafted_after_the_outputs_or_dropped():
     log: list[str] = []
     source = _source(log)
-    held = source.hold(_call(["a"], torch.tensor([[3]])))
-    assert log == ["hook: captured"]
-    source.skip_held(held)
-    assert log == ["hook: captured"] and source.arrival_skips == 0
+    source.hold(_call(["a"], torch.tensor([[3]])))
+    source.begin_step([])
+    assert log == [] and source.arrival_skips == 0 and source.collect() is None
+    source.hold(_call(["a"], torch.tensor([[3]])))
+    assert log == []  # not captured: drafted on this thread after the outputs
+    assert source.collect() == MineDraftDraftTokenIds(["a"], [[4, 5]])
+    assert log == ["propose [3]"]

@@ -154,7 +154,7 @@ def test_a_held_call_no_step_took_is_dropped():
     runner.execute_model(plan)
     runner.sample_tokens()
     runner.execute_model(MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False))
-    assert runner._held_job is None and runner.drafter.calls == []
+    assert runner.draft_source.collect() is None and runner.drafter.calls == []
 
 
 def test_process_drafter_late_rows_reach_the_scheduler_typed():
@@ -204,10 +204,10 @@ class RecordingSource(InProcessDraftSource):
                          on_captured=lambda lane: None)
         self.log = log
 
-    def run(self, job):
+    def _run(self, job):
         self.log.append(f"run {job.req_ids}")
 
-    def discard(self):
+    def _join(self):
         self.log.append("drop stale drafts")
 
 
@@ -215,13 +215,13 @@ class RecordingSource(InProcessDraftSource):
     # CPU: the lane thread runs beside the forward.
     (True, ["drop stale drafts", "run ['a']", "target forward"]),
     # GPU: the target's launch first.
-    (False, ["drop stale drafts", "target forward", "drop stale drafts", "run ['a']"]),
+    (False, ["drop stale drafts", "target forward", "run ['a']"]),
 ])
 def test_where_the_job_is_run(before, order):
     runner = Runner(Drafter())
     runner.SUBMIT_BEFORE_TARGET = before
     runner.draft_source = RecordingSource(runner.log)
-    runner._captured_job = DraftJob(["a"], lambda: None, (), {})
+    runner.draft_source._deferred = DraftJob(["a"], lambda: None, (), {})
     runner.histories = {"b": [1]}
     plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), ["a"], True)
     runner.execute_model(plan)
