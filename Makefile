@@ -77,27 +77,27 @@ BENCH := $(PY) -m pytest -q -p no:cacheprovider benchmarks --benchmark-only \
 # The sweep (concurrency x k x draft x output length, four modes; writes benchmarks/results/<device>/),
 # then the suites. About 7 min per (draft, k) on 2 idle cores: about an hour for the three kit drafts at k 1, 3, 5.
 bench: setup
-	$(PY) benchmarks/sweep.py --device $(DEVICE)
+	$(PY) -m benchmarks.sweep --device $(DEVICE)
 	$(BENCH)
 
 # Served and streamed (vllm bench serve): the target alone, stock SD and MineDraft's default, TTFT / TPOT /
 # ITL / E2E, concurrency 1, 4 and 16, prompts of 52-998 tokens, the kit's draft model and its EAGLE-3 head
 # (results/<device>/serving_<draft>.*, tables in benchmarks/README.md; about 6 min per drafter on 2 cores).
 bench-serving: setup
-	$(PY) benchmarks/serving.py --device $(DEVICE) --draft draft_perturbed --update-readme
-	$(PY) benchmarks/serving.py --device $(DEVICE) --draft eagle3 --update-readme
+	$(PY) -m benchmarks.serving --device $(DEVICE) --draft draft_perturbed --update-readme
+	$(PY) -m benchmarks.serving --device $(DEVICE) --draft eagle3 --update-readme
 
 # auto against stock SD with fresh engine pairs per repeat (benchmarks/results/cpu/auto_guard.*; ~46 min).
 bench-auto-guard: setup
-	$(PY) benchmarks/auto_guard.py --update-readme
+	$(PY) -m benchmarks.auto_guard --update-readme
 
 # The process drafter on core 1, the target on core 0 (benchmarks/results/cpu/dedicated*; ~30 min).
 bench-dedicated: setup
-	$(PY) benchmarks/dedicated.py --update-readme
+	$(PY) -m benchmarks.dedicated --update-readme
 
 # Per-step lane timings and e2e ratios: the calibration auto ships (minedraft/cost_model/calibration/); ~12 min.
 bench-steps: setup
-	$(PY) benchmarks/step_overlap.py
+	$(PY) -m benchmarks.step_overlap
 
 # Fails when a suite's median is more than 30 % slower than the committed baseline
 # (2-core shared machines are noisy; smaller regressions are not detectable here).

@@ -19,8 +19,8 @@ default ever slower than stock SD?" by pairing instead:
 Both engines run vLLM's default layout (engine core in its own process), the
 sweep's workload, prompts and engine arguments (``sweep.py`` is reused).
 
-    python benchmarks/auto_guard.py               # ~35 min on 2 idle cores
-    python benchmarks/auto_guard.py --replot      # plot and table from the JSON
+    python -m benchmarks.auto_guard               # ~35 min on 2 idle cores
+    python -m benchmarks.auto_guard --replot      # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/auto_guard.json`` and ``auto_guard.png``.
 """
@@ -30,15 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import sweep  # the sweep's workers, setup and workload
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
 MODES = ("stock_sd", "minedraft_auto")
 MARGIN = 0.97  # issue #12: auto / stock SD >= 0.97 on every configuration

@@ -23,9 +23,9 @@ Comparisons: ``equal_concurrency`` (every mode runs N requests) and ``paper``
 (``minedraft_process`` runs 2N against stock SD's N). Ratios pair runs of the
 same round (all engines up at once, the order rotating per round).
 
-    python benchmarks/dedicated.py                          # ~30 min on 2 idle cores
-    python benchmarks/dedicated.py --pair large --ks 1 3 5  # the larger pair (modelkit/large.py)
-    python benchmarks/dedicated.py --replot
+    python -m benchmarks.dedicated                          # ~30 min on 2 idle cores
+    python -m benchmarks.dedicated --pair large --ks 1 3 5  # the larger pair (modelkit/large.py)
+    python -m benchmarks.dedicated --replot
 
 Writes ``benchmarks/results/cpu/dedicated.json`` (``dedicated_large.json`` for the
 larger pair) and ``dedicated_<draft>.png``.
@@ -36,18 +36,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-import sweep  # noqa: E402  (the sweep's workers, setup and workload)
+from benchmarks import sweep  # the sweep's workers, setup and workload
+from harness.engine_args import engine_kwargs
 
-from harness.engine_args import engine_kwargs  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # mode -> (benchmark mode of the engine, MineDraft settings, target's cores)

@@ -24,8 +24,8 @@ preparation, model forward, sampling and ``propose_draft_token_ids``):
   each step's depth (where speculation loses, depth 0 on nearly every step, a re-check's few steps
   deeper), so its step against ``minedraft_depth0``'s is what the controller costs.
 
-    python benchmarks/depth0_stages.py --draft eagle3            # ~4 min on 2 idle cores
-    python benchmarks/depth0_stages.py --draft draft_perturbed
+    python -m benchmarks.depth0_stages --draft eagle3            # ~4 min on 2 idle cores
+    python -m benchmarks.depth0_stages --draft draft_perturbed
 
 Writes ``benchmarks/results/cpu/depth0_stages_<draft>.json`` and prints a table (ms per decode step,
 medians over rounds).
@@ -39,16 +39,13 @@ import json
 import os
 import random
 import statistics
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-from sweep import cpu_label  # noqa: E402
+from benchmarks.sweep import cpu_label
 
+HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "cpu"
 
 SCHEDULER_STAGES = ("schedule", "update_from_output")

@@ -21,10 +21,10 @@ order that rotates from round to round; ratios pair runs of the same round
 and the reported one is their median. The sweep's workload, prompts, engine
 arguments and layout (``sweep.py`` is reused).
 
-    python benchmarks/depth_floor.py              # ~10 min on 2 idle cores
-    python benchmarks/depth_floor.py --replot     # plot and table from the JSON
-    python benchmarks/depth_floor.py --draft eagle3 --twin --concurrency 8 32
-    python benchmarks/depth_floor.py --pair ~/.cache/minedraft/real-pair --twin --concurrency 8 32 --output-tokens 64
+    python -m benchmarks.depth_floor              # ~10 min on 2 idle cores
+    python -m benchmarks.depth_floor --replot     # plot and table from the JSON
+    python -m benchmarks.depth_floor --draft eagle3 --twin --concurrency 8 32
+    python -m benchmarks.depth_floor --pair ~/.cache/minedraft/real-pair --twin --concurrency 8 32 --output-tokens 64
 
 ``--pair``: the real pretrained pair (``real_pair.py``'s setup and code prompts) instead of the kit's models;
 its engines are loaded one at a time, and stock vLLM at depth 0 is left out (four engines of the real pair
@@ -45,11 +45,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import real_pair  # the real pair's setup and prompts
+from benchmarks import sweep  # the sweep's workers, setup and workload
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-import real_pair  # noqa: E402  (the real pair's setup and prompts)
-import sweep  # noqa: E402  (the sweep's workers, setup and workload)
 
 # Engine name -> the sweep's mode it is built as; all but no_sd get the depth-0 table.
 ENGINES = {"no_sd": "no_sd", "vllm_depth0": "stock_sd", "minedraft_depth0": "minedraft_auto"}

@@ -34,7 +34,7 @@ a second's pause between the prefill answer and the decode request that cost was
 the same disk: the numbers say what the connector's round trip costs a request here, not what NIXL
 between GPUs costs.
 
-    python benchmarks/disaggregated.py [--rounds 3] [--replot]
+    python -m benchmarks.disaggregated [--rounds 3] [--replot]
 
 Writes ``benchmarks/results/cpu/disaggregated.json`` and ``.png``.
 """
@@ -45,19 +45,17 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the tooling (harness/, modelkit/) runs from the checkout
+from benchmarks.serving import rotated  # the serving benchmark's rotating order
+from harness import server as launch_server
+from harness.engine_args import Speculation, engine_kwargs, example_connector
 
-from harness import server as launch_server  # noqa: E402
-from harness.engine_args import Speculation, engine_kwargs, example_connector  # noqa: E402
-from serving import rotated  # noqa: E402  (the serving benchmark's rotating order)
+HERE = Path(__file__).resolve().parent
 
 K = 3
 CONCURRENCIES = (1, 4)

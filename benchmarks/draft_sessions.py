@@ -14,7 +14,7 @@ The target is scripted: each job it accepts a random number of each
 request's drafts (seeded) and adds one token. Reported: median job time
 after a warm-up, per (k, N).
 
-    python benchmarks/draft_sessions.py        # ~4 min
+    python -m benchmarks.draft_sessions        # ~4 min
 
 Writes ``benchmarks/results/cpu/draft_sessions.json``.
 """
@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
+
+from harness.child import checkout_env
 
 OUT = Path(__file__).resolve().parent / "results" / "cpu" / "draft_sessions.json"
 JOBS, WARMUP_JOBS, PROMPT_TOKENS = 40, 5, 64
@@ -88,13 +88,13 @@ def main(argv=None) -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     args = parser.parse_args(argv)
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "1"}
+    env = checkout_env({"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "1"})
     rows = []
     for k in args.ks:
         for method in ("new_requests", "sessions"):
             # One engine per process, bound to core 1 like the process drafter.
             result = subprocess.run(
-                ["taskset", "-c", "1", sys.executable, __file__, "--child", method, str(k),
+                ["taskset", "-c", "1", sys.executable, "-m", "benchmarks.draft_sessions", "--child", method, str(k),
                  *map(str, args.concurrency)], env=env, capture_output=True, text=True, check=True)
             medians = json.loads(result.stdout.strip().splitlines()[-1])
             rows += [{"k": k, "n": int(n), "method": method, "job_ms": round(s * 1e3, 2)} for n, s in medians.items()]

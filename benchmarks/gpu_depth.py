@@ -19,7 +19,7 @@ each depth's serial step ``verify_ms[d] + d * draft_ms`` against the prior's bou
 rules depths out, so it must never be below what the device gives with every draft accepted);
 and, per acceptance rate a, the best depth and its gain over the target alone.
 
-``python benchmarks/gpu_depth.py`` writes ``benchmarks/results/<gpu name>/gpu_depth.json`` and
+``python -m benchmarks.gpu_depth`` writes ``benchmarks/results/<gpu name>/gpu_depth.json`` and
 ``.png``. Needs no vLLM.
 """
 
@@ -27,19 +27,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
-from gpu_overlap import Stack, as_graph, start_gpu_run, timed  # noqa: E402
-from minedraft.cost_model.profile import ModelShape, draft_cost_ratio  # noqa: E402
-from minedraft.scheduling.acceptance import geometric_tokens as expected_tokens  # noqa: E402
-from minedraft.scheduling.depth_prior import max_gain  # noqa: E402
-from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
+from benchmarks.gpu_overlap import Stack, as_graph, start_gpu_run, timed
+from minedraft.cost_model.profile import ModelShape, draft_cost_ratio
+from minedraft.scheduling.acceptance import geometric_tokens as expected_tokens
+from minedraft.scheduling.depth_prior import max_gain
+from modelkit.shapes import PAIRS, SHAPES
 
 ACCEPTANCE = (0.5, 0.6, 0.7, 0.8, 0.9)
 

@@ -3,19 +3,17 @@
 Each line: the side job's and the main stream's spans in ms from a common origin (CUDA events:
 side start, side end, main start, main end) and the host's time inside ``submit`` in ms. The
 side and main spans overlap when the host returns from ``submit`` before the side job ends.
-``python benchmarks/gpu_lane_first_job.py``; results: ``benchmarks/results/<gpu>/lane_first_job.txt``.
+``python -m benchmarks.gpu_lane_first_job``; results: ``benchmarks/results/<gpu>/lane_first_job.txt``.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from minedraft.worker.in_process.lanes import CudaStreamLane  # noqa: E402
+from minedraft.worker.in_process.lanes import CudaStreamLane
 
 SPIN_CYCLES = 50_000_000
 

@@ -18,7 +18,7 @@ Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_dr
 interference ``i`` = (t_overlapped - max) / min is the simulator's same-device parameter
 (``minedraft/cost_model/profile.py``: 0 ideal overlap, 1 as serial). ``host_verify_ms`` and
 ``host_draft_ms`` are the host's time to enqueue each lane (eager: the launch cost the simulator
-models per layer). Needs no vLLM (runs where torch has CUDA): ``python benchmarks/gpu_overlap.py``
+models per layer). Needs no vLLM (runs where torch has CUDA): ``python -m benchmarks.gpu_overlap``
 writes ``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``.
 """
 
@@ -37,10 +37,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from minedraft.worker.in_process.lanes import CudaStreamLane
+from modelkit.shapes import PAIRS, SHAPES
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from modelkit.shapes import PAIRS, SHAPES  # noqa: E402
-from minedraft.worker.in_process.lanes import CudaStreamLane  # noqa: E402
 
 
 class Stack:
@@ -155,7 +155,7 @@ def start_gpu_run(script: str, args: argparse.Namespace, argv: list[str] | None)
     meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "command": f"python benchmarks/{script}.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+            "command": f"python -m benchmarks.{script} " + " ".join(argv if argv is not None else sys.argv[1:])}
     return torch.device("cuda"), out, meta
 
 

@@ -1,6 +1,6 @@
 """MineDraft's default against stock SD with the same method, per stage, engines in one process.
 
-The methods sweep (``sweep.py --drafts ngram suffix ...``) runs each engine in
+The methods sweep (``python -m benchmarks.sweep --drafts ngram suffix ...``) runs each engine in
 its own process, and on this machine its rounds spread by 10-30 %: five
 rounds do not separate a 5 % difference. Here the engines share one process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and run in alternation, with the sweep's
@@ -15,8 +15,8 @@ Besides the other methods, ``--method`` takes the kit's draft models
 (``draft_small``, ``draft_perturbed``) and its EAGLE-3 head (``eagle3``): what drafting costs in a step
 (``propose_draft_token_ids``) compares across methods.
 
-    python benchmarks/method_stages.py --method suffix    # ~1-3 min on 2 idle cores
-    python benchmarks/method_stages.py --plot             # every method's file: method_stages.png
+    python -m benchmarks.method_stages --method suffix    # ~1-3 min on 2 idle cores
+    python -m benchmarks.method_stages --plot             # every method's file: method_stages.png
 
 One method per process (vLLM's CPU kernels are bound once per process; for
 n-gram, see ``llvmlite_out_of_kernel_scan``).
@@ -37,13 +37,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import sweep
+from benchmarks.depth0_stages import EXECUTOR_STAGES, RUNNER_STAGES, SCHEDULER_STAGES, instrument
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-from depth0_stages import EXECUTOR_STAGES, RUNNER_STAGES, SCHEDULER_STAGES, instrument  # noqa: E402
-
-import sweep  # noqa: E402
-
 OUT = HERE / "results" / "cpu"
 ENGINES = ("stock_sd", "minedraft_auto", "stock_sd_twin")
 KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")

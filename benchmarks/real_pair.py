@@ -28,9 +28,9 @@ static choice at each load (the target alone or stock SD at the best k' <= 3); o
 the best single static setting and against the per-phase ceiling (each phase at its best static engine,
 switched by hand, in the same round).
 
-    python benchmarks/real_pair.py                      # ~45 min on 2 idle cores (groups A, B, C)
-    python benchmarks/real_pair.py --groups A --merge   # MineDraft's group again, the others' samples kept
-    python benchmarks/real_pair.py --replot             # plot and table from the JSON
+    python -m benchmarks.real_pair                      # ~45 min on 2 idle cores (groups A, B, C)
+    python -m benchmarks.real_pair --groups A --merge   # MineDraft's group again, the others' samples kept
+    python -m benchmarks.real_pair --replot             # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``.
 """
@@ -45,10 +45,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import sweep  # the sweep's workers and engine settings
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-import sweep  # noqa: E402  (the sweep's workers and engine settings)
 
 PAIR_DIR = Path.home() / ".cache" / "minedraft" / "real-pair"
 GROUPS = {"A": {"no_sd": ("no_sd", None), "minedraft_auto": ("minedraft_auto", 3)},

@@ -41,8 +41,8 @@ Design:
 ITL is vLLM's per streamed chunk: with speculative decoding a chunk carries up to k + 1
 tokens, so ITL there is closer to a per-step latency; TPOT is per token.
 
-    python benchmarks/serving.py [--draft eagle3] [--quick] [--markdown] [--update-readme] [--device cpu|cuda]
-    python benchmarks/serving.py --replot --markdown   # redraw plot and table from the JSON
+    python -m benchmarks.serving [--draft eagle3] [--quick] [--markdown] [--update-readme] [--device cpu|cuda]
+    python -m benchmarks.serving --replot --markdown   # redraw plot and table from the JSON
 
 Writes ``benchmarks/results/<device>/serving_<draft>.json`` and ``.png``; ``--update-readme`` writes the
 table between ``benchmarks/README.md``'s markers for that draft.
@@ -67,7 +67,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 from harness import server as launch_server
 from harness.engine_args import Speculation, engine_kwargs
 from harness.server import Server

@@ -27,8 +27,8 @@ over the sum of its phases' times. ``vs_best_static`` pairs MineDraft with the
 best static engine of the same round (median over rounds): what a user who
 picked the best single setting for the whole workload in hindsight would get.
 
-    python benchmarks/shifting.py                 # ~15 min on 2 idle cores
-    python benchmarks/shifting.py --replot        # plot and table from the JSON
+    python -m benchmarks.shifting                 # ~15 min on 2 idle cores
+    python -m benchmarks.shifting --replot        # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/shifting.json`` and ``shifting.png``.
 """
@@ -38,16 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import sweep  # the sweep's workers, setup and prompts
+from harness.sidebyside import steps_by_depth
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-import sweep  # noqa: E402  (the sweep's workers, setup and prompts)
-from harness.sidebyside import steps_by_depth  # noqa: E402
 
 # Engine name -> (the sweep's mode, k); the static ones are what a user can pick in vLLM.
 ENGINES = {"no_sd": ("no_sd", None), "stock_sd_k1": ("stock_sd", 1), "stock_sd_k3": ("stock_sd", 3),

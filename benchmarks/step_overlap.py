@@ -12,7 +12,7 @@ ignore_eos) at several concurrencies N, in these modes, interleaved per k:
 ``equal_concurrency`` compares all modes at N; ``paper`` compares stock SD at N
 with MineDraft at 2N (each MineDraft sub-batch as large as stock SD's batch).
 
-    python benchmarks/step_overlap.py [--ks 1 3 5] [--concurrency 4 8 16]
+    python -m benchmarks.step_overlap [--ks 1 3 5] [--concurrency 4 8 16]
 
 Writes ``minedraft/cost_model/calibration/cpu_step_overlap.json`` (the calibration ``auto`` ships with) and prints two tables.
 """
@@ -27,16 +27,15 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
-import sys
 from pathlib import Path
 
+# Set before anything imports vLLM: it reads its device once.
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
 from harness.child import run_once, serve  # noqa: E402
-from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
 from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
+from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
 
 PROMPT_TOKENS = 32
 OUTPUT_TOKENS = 48
@@ -78,7 +77,7 @@ def run_child(mode: str, k: int, kit, concurrency: list[int]) -> tuple[dict, lis
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as profile:
         spec = {"name": mode, "k": k, "target": str(kit.target), "draft": str(kit.draft_perturbed),
                 "concurrency": concurrency, "profile": profile.name}
-        rates = run_once([__file__, "--child"], spec, timeout_s=900)
+        rates = run_once(["-m", "benchmarks.step_overlap", "--child"], spec, timeout_s=900)
         rates = {int(n): r for n, r in rates.items()}
         steps = [json.loads(x) for x in Path(profile.name).read_text().splitlines() if x]
     return rates, steps

@@ -15,7 +15,7 @@ Two comparisons: ``equal_concurrency`` (every mode runs N requests at once)
 and ``paper`` (``minedraft_parallel`` runs 2N, so each of its two sub-batches
 is as large as stock SD's batch of N).
 
-Design. Each engine lives in a worker subprocess (``sweep.py --worker SPEC``,
+Design. Each engine lives in a worker subprocess (``python -m benchmarks.sweep --worker SPEC``,
 the child protocol of :mod:`harness.child`: JSON commands on stdin,
 one JSON line back on a private pipe, vLLM's logs in a log file). Workers
 stay up between runs, so an engine starts once per (draft, k, mode), not once
@@ -44,10 +44,10 @@ engine-core process the front end and the engine core compete for the
 cores (stock SD measured 20-30 % slower); rows and meta carry the layout. ``--device cuda`` uses realistic shapes with dummy weights
 (``modelkit.shapes``), bfloat16 and vLLM's synthetic rejection sampler.
 
-    python benchmarks/sweep.py                       # the full CPU sweep
-    python benchmarks/sweep.py --quick               # a smoke run (~3 min)
-    python benchmarks/sweep.py --device cuda
-    python benchmarks/sweep.py --replot --markdown   # redo plots and table from summary.json
+    python -m benchmarks.sweep                       # the full CPU sweep
+    python -m benchmarks.sweep --quick               # a smoke run (~3 min)
+    python -m benchmarks.sweep --device cuda
+    python -m benchmarks.sweep --replot --markdown   # redo plots and table from summary.json
 
 Writes ``benchmarks/results/<device>/summary.json`` (a list of rows),
 ``summary_meta.json``, ``throughput_<draft>.png`` and
@@ -73,14 +73,14 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from harness.child import Child, ChildError, serve
+from harness.engine_args import Speculation, engine_kwargs
+from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS
+from harness.sidebyside import DEPTH_STEPS, depth_key
+from harness.sidebyside import steps_by_depth as sample_steps_by_depth
+
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tooling (harness/, modelkit/) runs from the checkout
-from harness.child import Child, ChildError, serve  # noqa: E402
-from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
-from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS  # noqa: E402
-from harness.sidebyside import DEPTH_STEPS, depth_key  # noqa: E402
-from harness.sidebyside import steps_by_depth as sample_steps_by_depth  # noqa: E402
 
 COMPARISONS = ("equal_concurrency", "paper")
 README_BEGIN, README_END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
@@ -168,7 +168,8 @@ class Worker(Child):
     """One engine subprocess of the sweep (:mod:`harness.child`)."""
 
     def __init__(self, name: str, spec: dict, env: dict, log_dir: Path) -> None:
-        super().__init__([__file__, "--worker"], spec, log_dir, env=env, name=name, timeout_s=COMMAND_TIMEOUT_S)
+        super().__init__(["-m", "benchmarks.sweep", "--worker"], spec, log_dir, env=env, name=name,
+                         timeout_s=COMMAND_TIMEOUT_S)
 
     def wait_ready(self) -> dict:
         """Start-up times: ``engine_s`` for the engine and warm-up, ``ready_s`` with imports."""

@@ -16,7 +16,7 @@ result is each engine's median output tokens/s over rounds, with every run's tok
 the target alone's first run. A correctness setting measured, not a speed one: two cores for two
 ranks and a drafter.
 
-    python benchmarks/tensor_parallel.py [--rounds 3]
+    python -m benchmarks.tensor_parallel [--rounds 3]
 
 Writes ``benchmarks/results/cpu/tensor_parallel.json`` and ``.png``.
 """
@@ -26,17 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the tooling (harness/, modelkit/) runs from the checkout
+from benchmarks.serving import rotated  # the serving benchmark's rotating engine order
+from harness.child import Child
+from harness.sidebyside import CHILD, mode_spec
 
-from harness.child import Child  # noqa: E402
-from harness.sidebyside import CHILD, mode_spec  # noqa: E402
-from serving import rotated  # noqa: E402  (the serving benchmark's rotating engine order)
+HERE = Path(__file__).resolve().parent
 
 TP = 2
 ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}

@@ -1,6 +1,6 @@
 """The larger pair: the kit's target recipe at about eight times its compute, and a perturbed draft.
 
-For the dedicated-drafter benchmark (``benchmarks/dedicated.py --pair large``),
+For the dedicated-drafter benchmark (``python -m benchmarks.dedicated --pair large``),
 where the kit's tiny pair is mostly per-step overhead: this target's forward
 is most of its step on one core. Built on demand by :func:`build_large_pair`
 (well under a minute), never by ``build_kit()``, so no test loads it. The

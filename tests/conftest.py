@@ -7,7 +7,6 @@ here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
 anyone marking a test by hand.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ from harness.environment import PYTEST_ENV, set_defaults
 
 set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft pinned to parallel steps
 TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS / "unit"))
 
 TIERS = ("unit", "e2e", "soak", "upstream", "gpu")
 

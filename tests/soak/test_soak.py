@@ -23,18 +23,15 @@ about 1 in 20 gives up (client timeout) mid-request. At the end:
 from __future__ import annotations
 
 import random
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import requests
+from served_engine import CHAT_TEMPLATE, MODEL_NAME, served
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
-from served_engine import CHAT_TEMPLATE, MODEL_NAME, served  # noqa: E402
-
-from modelkit import build_kit  # noqa: E402
+from modelkit import build_kit
 
 NUM_REQUESTS = 2000
 CONCURRENCY = 24

@@ -3,13 +3,19 @@
 ``minedraft/`` is what runs inside vLLM. A module imports only its own layer
 or lower ones, and never the tooling beside the package (``harness/``,
 ``modelkit/``, ``analysis/``, ``benchmarks/``, ``tests/``), which is not installed.
+The tooling imports itself as packages from the checkout's root (``python -m benchmarks.sweep``,
+pytest's ``pythonpath``), so no file edits ``sys.path``.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 
+import pytest
 from test_import_graph import PACKAGE_DIR, import_graph, module_files
+
+ROOT = PACKAGE_DIR.parent
 
 # Lowest first. Within a layer, modules may import each other (test_import_graph forbids loops).
 LAYERS = (
@@ -69,3 +75,25 @@ def test_an_upward_import_is_caught():
 def test_the_runtime_never_imports_the_tooling():
     assert PACKAGE_DIR.name == "minedraft"
     assert not tooling_imports()
+
+
+def sys_path_edits(source: str) -> list[int]:
+    """Lines of ``source`` that call a method of ``sys.path`` (insert, append, ...)."""
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and isinstance(path := node.func.value, ast.Attribute)
+            and path.attr == "path" and isinstance(path.value, ast.Name) and path.value.id == "sys"]
+
+
+def test_a_sys_path_edit_is_caught():
+    assert sys_path_edits("import sys\nsys.path.insert(0, 'x')\nsys.path.append('y')\nprint(sys.path)\n") == [2, 3]
+
+
+def test_no_tracked_file_edits_sys_path():
+    listed = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.split()]
+    assert files
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in files if path.exists()
+             for line in sys_path_edits(path.read_text())]
+    assert not found, "run tooling as modules from the checkout's root instead (python -m benchmarks.sweep)"

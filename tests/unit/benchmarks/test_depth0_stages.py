@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import benchmark_scripts
-
-depth0_stages = benchmark_scripts.load("depth0_stages")
+from benchmarks import depth0_stages
 
 
 class Runner:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import benchmark_scripts
-
-depth_floor = benchmark_scripts.load("depth_floor")
-sweep = depth_floor.sweep
+from benchmarks import depth_floor, sweep
 
 
 def test_every_speculative_engine_is_held_at_depth_0_by_vllm_s_own_table():

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import benchmark_scripts
-
-disaggregated = benchmark_scripts.load("disaggregated")
+from benchmarks import disaggregated
 
 
 def test_each_scenario_has_prompts_of_its_own_within_the_stated_lengths():

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-import benchmark_scripts
-
-gpu_depth = benchmark_scripts.load("gpu_depth")
+from benchmarks import gpu_depth
 
 
 def row(verify_ms, draft_ms, catch_up_ms=None):
@@ -35,7 +34,7 @@ def test_a_free_verification_and_cheap_drafts_go_deep_and_a_dear_one_stays_at_de
 
 
 def test_the_committed_h200_run_measured_every_row_it_meant_to():
-    path = benchmark_scripts.BENCHMARKS / "results" / "nvidia-h200" / "gpu_depth.json"
+    path = Path(gpu_depth.__file__).parent / "results" / "nvidia-h200" / "gpu_depth.json"
     data = json.loads(path.read_text())
     assert not data["meta"]["skipped"]
     assert {(r["pair"], r["mode"], r["batch"]) for r in data["rows"]} == {

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import benchmark_scripts
-
-method_stages = benchmark_scripts.load("method_stages")
+from benchmarks import method_stages
 
 
 def test_stages_are_per_counted_step_and_runs_pair_with_stock_sd_by_round():

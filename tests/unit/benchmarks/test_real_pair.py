@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import benchmark_scripts
-
-real_pair = benchmark_scripts.load("real_pair")
+from benchmarks import real_pair
 
 PHASES = [("steady", "code", n) for n in real_pair.STEADY] + [("moving", t, n) for n, t in real_pair.MOVING]
 

@@ -6,10 +6,8 @@ import math
 
 import pytest
 
-import benchmark_scripts
+from benchmarks import serving
 from harness.server import parse_metrics
-
-serving = benchmark_scripts.load("serving")
 
 
 def bench_result(**over) -> dict:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import benchmark_scripts
-
-shifting = benchmark_scripts.load("shifting")
+from benchmarks import shifting
 
 
 def test_the_load_ramps_up_and_down_and_the_text_alternates_between_ramps():

@@ -3,9 +3,8 @@ steps per speculation depth."""
 
 from __future__ import annotations
 
-import benchmark_scripts
+from benchmarks import sweep
 
-sweep = benchmark_scripts.load("sweep")
 
 COUNTERS = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_accepted_tokens": 12,
             "minedraft:parallel_steps": 0, "minedraft:fallback_steps": 40, "minedraft:probe_steps": 0}
