@@ -27,20 +27,15 @@ Writes ``benchmarks/results/cpu/auto_guard.json`` and ``auto_guard.png``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks import sweep  # the sweep's workers, setup and workload
-
-HERE = Path(__file__).resolve().parent
+from benchmarks import runner, sweep  # the sweep's workers, setup and workload
 
 MODES = ("stock_sd", "minedraft_auto")
 MARGIN = 0.97  # issue #12: auto / stock SD >= 0.97 on every configuration
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 README_BEGIN, README_END = "<!-- auto-guard:begin -->", "<!-- auto-guard:end -->"
 
 
@@ -118,12 +113,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 
 def plot(rows: list[dict], path: Path, device_label: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(11, 3.8))
+    fig, ax = runner.pyplot().subplots(figsize=(11, 3.8))
     labels = [f"{r['draft'].replace('draft_', '')} k{r['k']} o{r['output_tokens']} N{r['batch_size']}" for r in rows]
     y = [r["vs_stock_sd"] for r in rows]
     err = [[v - r["vs_stock_sd_min"] for v, r in zip(y, rows)], [r["vs_stock_sd_max"] - v for v, r in zip(y, rows)]]
@@ -135,52 +125,42 @@ def plot(rows: list[dict], path: Path, device_label: str) -> Path:
     ax.set_ylabel("tok/s ratio")
     ax.legend(fontsize=7)
     ax.set_title(f"Default mode against stock SD, equal concurrency, {device_label}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return runner.save(fig, path)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__)
     parser.add_argument("--instances", type=int, default=3, help="fresh engine pairs per (draft, k)")
     parser.add_argument("--ks", type=int, nargs="+", default=sweep.DEFAULTS["ks"])
     parser.add_argument("--drafts", nargs="+", default=["draft_perturbed", "draft_small"])
-    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     parser.add_argument("--update-readme", action="store_true", help="write the table into benchmarks/README.md")
     # The sweep's workload and layout: its defaults, engine core in its own process.
     return sweep.inherit_workload(parser.parse_args(argv), ("prompt_tokens", "output_tokens", "concurrency",
                                                            "long_concurrency", "repeats", "long_repeats", "engine_core"))
 
 
+def measure(args) -> dict:
+    setup = sweep.cpu_setup(args, args.drafts)
+    prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "auto-guard")
+    started, samples = time.perf_counter(), []
+    total = len(args.drafts) * len(args.ks) * args.instances * len(configurations(args)) * len(MODES)
+    with sweep.progress(total, "auto guard") as bar:
+        for draft in args.drafts:
+            for k in args.ks:
+                for instance in range(args.instances):
+                    sweep.say(f"{draft} k={k} pair {instance}")
+                    samples += run_pair(setup, args, draft, k, instance, prompts, log_dir, bar)
+    meta = runner.meta(setup.device_label, started, setup.engine, instances=args.instances,
+                       engine_core=args.engine_core, prompt_tokens=args.prompt_tokens)
+    return {"meta": meta, "rows": summarize(samples), "samples": samples}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
-    path = OUT / "auto_guard.json"
-    if args.replot:
-        result = json.loads(path.read_text())
-    else:
-        setup = sweep.cpu_setup(args, args.drafts)
-        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "auto-guard")
-        started, samples = time.perf_counter(), []
-        total = len(args.drafts) * len(args.ks) * args.instances * len(configurations(args)) * len(MODES)
-        with sweep.progress(total, "auto guard") as bar:
-            for draft in args.drafts:
-                for k in args.ks:
-                    for instance in range(args.instances):
-                        sweep.say(f"{draft} k={k} pair {instance}")
-                        samples += run_pair(setup, args, draft, k, instance, prompts, log_dir, bar)
-        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "device_label": setup.device_label, "instances": args.instances,
-                "engine_core": args.engine_core, "prompt_tokens": args.prompt_tokens,
-                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
-                "seconds": round(time.perf_counter() - started, 1)}
-        result = {"meta": meta, "rows": summarize(samples), "samples": samples}
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    print(f"wrote {plot(result['rows'], OUT / 'auto_guard.png', result['meta']['device_label'])}")
+    result = runner.run_or_replot(args, OUT / "auto_guard.json", lambda: measure(args))
+    png = plot(result["rows"], OUT / "auto_guard.png", result["meta"]["device_label"])
     table = markdown(result["rows"], result["meta"])
-    print("\n" + table)
+    runner.report(png, table)
     if args.update_readme:
         sweep.update_readme(table, begin=README_BEGIN, end=README_END)
 

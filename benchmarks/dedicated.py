@@ -33,18 +33,14 @@ larger pair) and ``dedicated_<draft>.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks import sweep  # the sweep's workers, setup and workload
+from benchmarks import runner, sweep  # the sweep's workers, setup and workload
 from harness.engine_args import engine_kwargs
-
-HERE = Path(__file__).resolve().parent
 
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # mode -> (benchmark mode of the engine, MineDraft settings, target's cores)
@@ -57,7 +53,7 @@ MODES = {
 }
 BASELINES = ("stock_sd_core0", "stock_sd_2cores")
 PAPER_MODE = "minedraft_process"
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 
 def readme_markers(pair: str) -> tuple[str, str]:
     name = "dedicated" if pair == "kit" else f"dedicated-{pair}"
@@ -174,16 +170,11 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 
 def plot(rows: list[dict], out_dir: Path, label: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     paths = []
     for draft in sorted({r["draft"] for r in rows}):
         at = [r for r in rows if r["draft"] == draft]
         ks = sorted({r["k"] for r in at})
-        fig, axes = plt.subplots(1, len(ks), figsize=(3.8 * len(ks), 3.6), sharey=True, squeeze=False)
+        fig, axes = runner.pyplot().subplots(1, len(ks), figsize=(3.8 * len(ks), 3.6), sharey=True, squeeze=False)
         for ax, k in zip(axes[0], ks):
             series = sorted((r for r in at if r["k"] == k), key=lambda r: r["batch_size"])
             x = [r["batch_size"] for r in series]
@@ -194,20 +185,12 @@ def plot(rows: list[dict], out_dir: Path, label: str) -> list[Path]:
                     ("minedraft_process_auto_equal_concurrency_vs_stock_sd_core0", "^-", "auto vs stock core 0"),
                     ("minedraft_process_serial_equal_concurrency_vs_stock_sd_core0", "x:", "serial vs stock core 0")):
                 ax.plot(x, [r.get(key) for r in series], style, ms=4, label=name)
-            ax.axhline(1.0, color="k", lw=0.6)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(x, [str(v) for v in x])
-            ax.minorticks_off()
+            runner.requests_axis(ax, "N (stock SD's running requests)", ticks=x)
             ax.set_title(f"k={k}")
-            ax.set_xlabel("N (stock SD's running requests)")
         axes[0][0].set_ylabel("MineDraft process drafter / stock SD")
         axes[0][-1].legend(fontsize=7)
         fig.suptitle(f"Process drafter on core 1, target on core 0, {draft}; {label}", fontsize=8)
-        fig.tight_layout()
-        path = out_dir / f"dedicated_{draft}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(runner.save(fig, out_dir / f"dedicated_{draft}.png"))
     return paths
 
 
@@ -221,7 +204,7 @@ def merge(previous: dict, samples: list[dict], args) -> tuple[list[dict], dict]:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__)
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--pair", choices=("kit", "large"), default="kit",
@@ -230,7 +213,6 @@ def parse_args(argv=None):
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--prompt-tokens", type=int, default=64)
-    parser.add_argument("--replot", action="store_true")
     parser.add_argument("--merge", action="store_true",
                         help="keep the existing JSON's samples of the (draft, k) pairs this run does not measure")
     parser.add_argument("--update-readme", action="store_true")
@@ -240,43 +222,38 @@ def parse_args(argv=None):
     return args
 
 
+def measure(args, path: Path) -> dict:
+    setup = pair_setup(args)
+    prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "dedicated")
+    pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
+    started, samples = time.perf_counter(), []
+    total = len(args.drafts) * len(args.ks) * len(block_jobs(args))
+    try:
+        with sweep.progress(total, "dedicated") as bar:
+            for draft in args.drafts:
+                for k in args.ks:
+                    sweep.say(f"{draft} k={k}")
+                    samples += run_block(setup, args, pool, draft, k, prompts, bar)
+    finally:
+        pool.stop_all()
+    meta = runner.meta(
+        setup.device_label, started, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+        repeats=args.repeats, concurrency=args.concurrency,
+        modes={m: {"engine_mode": b, "minedraft": s, "target_cores": c} for m, (b, s, c) in MODES.items()},
+        engine_core="process", pair=args.pair, models=setup.meta.get("models"),
+        draft_agreement=setup.meta.get("draft_agreement"), engine_starts=pool.starts)
+    if args.merge and path.exists():
+        samples, meta["merged"] = merge(json.loads(path.read_text()), samples, args)
+    return {"meta": meta, "rows": summarize(samples, args.concurrency), "samples": samples}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
     path = result_path(args.pair)
-    if args.replot:
-        result = json.loads(path.read_text())
-    else:
-        setup = pair_setup(args)
-        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.drafts[0], "dedicated")
-        pool = sweep.Pool(max_alive=len(MODES), log_dir=log_dir)
-        started, samples = time.perf_counter(), []
-        total = len(args.drafts) * len(args.ks) * len(block_jobs(args))
-        try:
-            with sweep.progress(total, "dedicated") as bar:
-                for draft in args.drafts:
-                    for k in args.ks:
-                        sweep.say(f"{draft} k={k}")
-                        samples += run_block(setup, args, pool, draft, k, prompts, bar)
-        finally:
-            pool.stop_all()
-        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "device_label": setup.device_label, "prompt_tokens": args.prompt_tokens,
-                "output_tokens": args.output_tokens, "repeats": args.repeats, "concurrency": args.concurrency,
-                "modes": {m: {"engine_mode": b, "minedraft": s, "target_cores": c} for m, (b, s, c) in MODES.items()},
-                "engine_core": "process", "seconds": round(time.perf_counter() - started, 1),
-                "pair": args.pair, "models": setup.meta.get("models"),
-                "draft_agreement": setup.meta.get("draft_agreement"),
-                "engine_starts": pool.starts}
-        if args.merge and path.exists():
-            samples, meta["merged"] = merge(json.loads(path.read_text()), samples, args)
-        result = {"meta": meta, "rows": summarize(samples, args.concurrency), "samples": samples}
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    for png in plot(result["rows"], OUT, result["meta"]["device_label"]):
-        print(f"wrote {png}")
+    result = runner.run_or_replot(args, path, lambda: measure(args, path))
+    pngs = plot(result["rows"], OUT, result["meta"]["device_label"])
     table = markdown(result["rows"], result["meta"])
-    print("\n" + table)
+    runner.report(pngs, table)
     if args.update_readme:
         begin, end = readme_markers(args.pair)
         sweep.update_readme(table, begin=begin, end=end)

@@ -33,20 +33,16 @@ medians over rounds).
 
 from __future__ import annotations
 
-import argparse
 import collections
-import json
 import os
 import random
 import statistics
 import time
-from datetime import datetime, timezone
-from pathlib import Path
 
+from benchmarks import runner
 from benchmarks.sweep import cpu_label
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 
 SCHEDULER_STAGES = ("schedule", "update_from_output")
 RUNNER_STAGES = ("_prepare_inputs", "_model_forward", "_sample", "propose_draft_token_ids", "_bookkeeping_sync")
@@ -185,13 +181,12 @@ def markdown(result: dict) -> str:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, rounds=6, replot=None)
     parser.add_argument("--draft", default="eagle3", choices=("eagle3", "draft_perturbed", "draft_small"))
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--twin", action="store_true", help="also a second target alone (no_sd_twin)")
     parser.add_argument("--auto", action="store_true", help="also MineDraft's default, its depth chosen (minedraft_auto)")
     return parser.parse_args(argv)
@@ -205,14 +200,11 @@ def main(argv=None) -> None:
 
     started = time.perf_counter()
     result = run(args)
-    result["meta"] = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": cpu_label(),
-                      "draft": args.draft, "k": args.k, "prompt_tokens": args.prompt_tokens,
-                      "output_tokens": args.output_tokens, "rounds": args.rounds, "twin": args.twin, "auto": args.auto,
-                      "unit": "ms per step: a stage's time over a round divided by its output tokens; medians of rounds",
-                      "seconds": round(time.perf_counter() - started, 1)}
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"depth0_stages_{args.draft}.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
+    result["meta"] = runner.meta(
+        cpu_label(), started, draft=args.draft, k=args.k, prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens, rounds=args.rounds, twin=args.twin, auto=args.auto,
+        unit="ms per step: a stage's time over a round divided by its output tokens; medians of rounds")
+    path = runner.write_result(OUT / f"depth0_stages_{args.draft}.json", result)
     print(f"wrote {path}\n\n" + markdown(result))
 
 

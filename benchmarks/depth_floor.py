@@ -37,23 +37,18 @@ skips too).
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks import real_pair  # the real pair's setup and prompts
-from benchmarks import sweep  # the sweep's workers, setup and workload
-
-HERE = Path(__file__).resolve().parent
+from benchmarks import runner, sweep  # the sweep's workers, setup and workload
 
 # Engine name -> the sweep's mode it is built as; all but no_sd get the depth-0 table.
 ENGINES = {"no_sd": "no_sd", "vllm_depth0": "stock_sd", "minedraft_depth0": "minedraft_auto"}
 TWIN = {"no_sd_twin": "no_sd"}
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 
 
 def engine_specs(setup, draft: str, k: int, warmup, twin: bool = False,
@@ -130,12 +125,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 
 def plot(rows: list[dict], path: Path, device_label: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = runner.pyplot().subplots(figsize=(6, 3.6))
     for engine, color in (("vllm_depth0", "tab:orange"), ("minedraft_depth0", "tab:green"),
                           ("no_sd_twin", "tab:gray")):
         mine = [r for r in rows if r["engine"] == engine]
@@ -145,31 +135,42 @@ def plot(rows: list[dict], path: Path, device_label: str) -> Path:
         y = [r["vs_no_sd"] for r in mine]
         err = [[v - r["vs_no_sd_min"] for v, r in zip(y, mine)], [r["vs_no_sd_max"] - v for v, r in zip(y, mine)]]
         ax.errorbar(x, y, yerr=err, fmt="o-", ms=4, capsize=3, color=color, label=f"{engine} / target alone")
-    ax.axhline(1.0, color="k", lw=0.6)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrent requests N")
+    runner.requests_axis(ax, "concurrent requests N")
     ax.set_ylabel("tok/s ratio (median, min-max)")
     ax.legend(fontsize=7)
     ax.set_title(f"Every step at depth 0 against the target alone, {device_label}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return runner.save(fig, path)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, rounds=5)
     parser.add_argument("--draft", default="draft_perturbed")
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--output-tokens", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--twin", action="store_true",
                         help="a second target-alone engine: what an identical engine's ratio reads here")
     parser.add_argument("--pair", type=Path, help="real-pair.sh's output folder: run the real pair (``--draft`` is ignored)")
-    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     # The sweep's prompts and layout (engine core in its own process).
     return sweep.inherit_workload(parser.parse_args(argv))
+
+
+def measure(args) -> dict:
+    if args.pair is not None:
+        if not (args.pair / "done").exists():
+            sys.exit(f"depth_floor: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
+        setup = real_pair.setup_for(args.pair, args)
+        prompts = real_pair.tokenized(args.pair / "target", "code", max(args.concurrency))
+        log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-depth-floor-"))
+    else:
+        setup = sweep.cpu_setup(args, [args.draft])
+        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
+    started = time.perf_counter()
+    samples = run(setup, args, prompts, log_dir)
+    meta = runner.meta(setup.device_label, started, setup.engine, draft=args.draft, models=setup.meta.get("models"),
+                       k=args.k, twin=args.twin, output_tokens=args.output_tokens, rounds=args.rounds,
+                       prompt_tokens=args.prompt_tokens, engine_core=args.engine_core)
+    return {"meta": meta, "rows": summarize(samples), "samples": samples}
 
 
 def main(argv=None) -> None:
@@ -179,32 +180,9 @@ def main(argv=None) -> None:
     stem = "depth_floor" if args.draft == "draft_perturbed" else f"depth_floor_{args.draft}"
     stem = "depth_floor_real_pair" if args.pair is not None else stem
     stem += "_twin" if args.twin else ""
-    path = OUT / f"{stem}.json"
-    if args.replot:
-        result = json.loads(path.read_text())
-    else:
-        if args.pair is not None:
-            if not (args.pair / "done").exists():
-                sys.exit(f"depth_floor: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
-            setup = real_pair.setup_for(args.pair, args)
-            prompts = real_pair.tokenized(args.pair / "target", "code", max(args.concurrency))
-            log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-depth-floor-"))
-        else:
-            setup = sweep.cpu_setup(args, [args.draft])
-            prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "depth-floor")
-        started = time.perf_counter()
-        samples = run(setup, args, prompts, log_dir)
-        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "draft": args.draft, "models": setup.meta.get("models"), "k": args.k, "twin": args.twin, "output_tokens": args.output_tokens, "rounds": args.rounds,
-                "prompt_tokens": args.prompt_tokens, "engine_core": args.engine_core,
-                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
-                "seconds": round(time.perf_counter() - started, 1)}
-        result = {"meta": meta, "rows": summarize(samples), "samples": samples}
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    print(f"wrote {plot(result['rows'], OUT / f'{stem}.png', result['meta']['device_label'])}")
-    print("\n" + markdown(result["rows"], result["meta"]))
+    result = runner.run_or_replot(args, OUT / f"{stem}.json", lambda: measure(args))
+    png = plot(result["rows"], OUT / f"{stem}.png", result["meta"]["device_label"])
+    runner.report(png, markdown(result["rows"], result["meta"]))
 
 
 if __name__ == "__main__":

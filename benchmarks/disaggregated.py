@@ -41,21 +41,18 @@ Writes ``benchmarks/results/cpu/disaggregated.json`` and ``.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import runner
 from benchmarks.serving import rotated  # the serving benchmark's rotating order
 from harness import server as launch_server
 from harness.engine_args import Speculation, engine_kwargs, example_connector
-
-HERE = Path(__file__).resolve().parent
 
 K = 3
 CONCURRENCIES = (1, 4)
@@ -72,7 +69,7 @@ ACCEPTED, DRAFTED = "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_dec
 LABELS = {"single": "one stock SD instance", "1p1d": "1P1D, MineDraft decode", "1p1d_stock": "1P1D, stock SD decode"}
 METRICS = ("ttft_s", "tpot_s")
 RATIOS = {"1p1d_vs_single": ("1p1d", "single"), "1p1d_vs_1p1d_stock": ("1p1d", "1p1d_stock")}
-OUT = HERE / "results" / "cpu" / "disaggregated.json"
+OUT = runner.CPU_RESULTS / "disaggregated.json"
 
 
 def start_servers(kit, log_dir: Path) -> dict[str, launch_server.Server]:
@@ -171,7 +168,7 @@ def measure(rounds: int) -> dict:
     finally:
         for server in servers.values():
             server.stop()
-    return {"measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    return {"measured": runner.minute(),
             "device": "cpu (2 cores): single and prefill instances on core 0, decode instances on core 1; KV store: "
                       "a folder on local disk per prefill/decode pair",
             "workload": f"{REQUESTS_PER_SCENARIO} requests per scenario, prompts of {PROMPT_TOKENS[0]}-{PROMPT_TOKENS[1]} "
@@ -215,13 +212,8 @@ def markdown(result: dict) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     concurrencies = list(result["summary"])
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.5))
+    fig, axes = runner.pyplot().subplots(1, 2, figsize=(8, 3.5))
     for ax, metric, label in zip(axes, ("ttft_s", "tpot_s"), ("TTFT p50 (ms)", "TPOT p50 (ms)")):
         for i, topology in enumerate(TOPOLOGIES):
             values = [result["summary"][c][topology][metric] for c in concurrencies]
@@ -232,20 +224,12 @@ def plot(result: dict, path: Path) -> None:
         ax.legend(fontsize=8)
     fig.suptitle(f"1P1D through ExampleConnector (prefill core 0, decode core 1) vs one instance (core 0), k={K}\n"
                  f"served, streamed, median of {result['rounds']} rounds' medians ({result['measured']})", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    runner.save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--replot", action="store_true", help="no runs: redraw the plot and table from the JSON")
-    args = p.parse_args(argv)
-    if args.replot:
-        result = json.loads(OUT.read_text())
-    else:
-        result = measure(args.rounds)
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+    args = runner.parser(__doc__, rounds=3, replot="no runs: redraw the plot and table from the JSON").parse_args(argv)
+    result = runner.run_or_replot(args, OUT, lambda: measure(args.rounds), indent=2)
     plot(result, OUT.with_suffix(".png"))
     print(markdown(result))
     print(json.dumps({k: result[k] for k in ("acceptance", "decode_minedraft_steps")}))

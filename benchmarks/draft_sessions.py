@@ -27,11 +27,11 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from benchmarks import runner
 from harness.child import checkout_env
 
-OUT = Path(__file__).resolve().parent / "results" / "cpu" / "draft_sessions.json"
+OUT = runner.CPU_RESULTS / "draft_sessions.json"
 JOBS, WARMUP_JOBS, PROMPT_TOKENS = 40, 5, 64
 
 
@@ -105,7 +105,7 @@ def main(argv=None) -> None:
             row["speedup_vs_new_requests"] = round(base["job_ms"] / row["job_ms"], 2)
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "draft": "draft_perturbed",
             "prompt_tokens": PROMPT_TOKENS, "jobs": JOBS, "warmup_jobs": WARMUP_JOBS, "core": 1}
-    OUT.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    runner.write_result(OUT, {"meta": meta, "rows": rows})
     print(markdown(rows))
 
 

@@ -25,13 +25,13 @@ and, per acceptance rate a, the best depth and its gain over the target alone.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import torch
 
-from benchmarks.gpu_overlap import Stack, as_graph, start_gpu_run, timed
+from benchmarks import runner
+from benchmarks.gpu_overlap import Stack, as_graph, gpu_parser, replotted, start_gpu_run, timed
 from minedraft.cost_model.profile import ModelShape, draft_cost_ratio
 from minedraft.scheduling.acceptance import geometric_tokens as expected_tokens
 from minedraft.scheduling.depth_prior import max_gain
@@ -72,27 +72,18 @@ def derive(row: dict, cost_ratio: float) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
+    parser = gpu_parser(__doc__, "gpu_depth", iters=20)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32, 128])
     parser.add_argument("--max-depth", type=int, default=5)
     parser.add_argument("--catch-ups", type=int, nargs="+", default=[4, 16, 64])
-    parser.add_argument("--context", type=int, default=512)
-    parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
-    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/<gpu name>/)")
-    parser.add_argument("--replot", type=Path, help="only redraw the PNG beside this gpu_depth.json")
     args = parser.parse_args(argv)
-    if args.replot:
-        data = json.loads(args.replot.read_text())
-        plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
+    if replotted(args, plot):
         return
     device, out, meta = start_gpu_run("gpu_depth", args, argv)
     rows, skipped = [], {}
 
     def save() -> None:  # after every row: a run cut short keeps what it measured
-        (out / "gpu_depth.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": rows},
-                                                       indent=1) + "\n")
+        runner.write_result(out / "gpu_depth.json", {"meta": {**meta, "skipped": skipped}, "rows": rows})
 
     for pair in args.pairs:
         target_name, draft_name = PAIRS[pair]
@@ -124,11 +115,7 @@ def main(argv=None) -> None:
 
 
 def plot(rows: list[dict], path: Path, device: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = runner.pyplot()
     pairs, modes = sorted({r["pair"] for r in rows}), sorted({r["mode"] for r in rows})
     fig, axes = plt.subplots(len(modes), 2 * len(pairs), figsize=(4.2 * 2 * len(pairs), 3.3 * len(modes)),
                              squeeze=False)
@@ -155,9 +142,7 @@ def plot(rows: list[dict], path: Path, device: str) -> None:
                 ax.title.set_fontsize(7)
                 ax.legend(fontsize=6)
     fig.suptitle(f"Serial speculative steps by depth, {device}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    runner.save(fig, path)
 
 
 if __name__ == "__main__":

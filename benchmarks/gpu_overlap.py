@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from benchmarks import runner
 from minedraft.worker.in_process.lanes import CudaStreamLane
 from modelkit.shapes import PAIRS, SHAPES
 
@@ -154,31 +155,45 @@ def start_gpu_run(script: str, args: argparse.Namespace, argv: list[str] | None)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"device": name, "dtype": "bfloat16", "context": args.context, "iters": args.iters,
             "torch": torch.__version__, "cuda": torch.version.cuda,
-            "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "measured": runner.minute(),
             "command": f"python -m benchmarks.{script} " + " ".join(argv if argv is not None else sys.argv[1:])}
     return torch.device("cuda"), out, meta
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def gpu_parser(doc: str, script: str, iters: int) -> argparse.ArgumentParser:
+    """A GPU script's parser with the flags the two share: pairs, KV context, timed runs per measurement,
+    eager and graph modes, the results folder, and ``--replot``, which takes the JSON to redraw."""
+    parser = runner.parser(doc, replot=None)
     parser.add_argument("--pairs", nargs="+", default=list(PAIRS))
+    parser.add_argument("--context", type=int, default=512)
+    parser.add_argument("--iters", type=int, default=iters)
+    parser.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
+    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/<gpu name>/)")
+    parser.add_argument("--replot", type=Path, help=f"only redraw the PNG beside this {script}.json")
+    return parser
+
+
+def replotted(args: argparse.Namespace, plot) -> bool:
+    """With ``--replot JSON``: the PNG beside it redrawn (no GPU needed); whether it was."""
+    if args.replot is None:
+        return False
+    data = json.loads(args.replot.read_text())
+    plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
+    return True
+
+
+def main(argv=None) -> None:
+    parser = gpu_parser(__doc__, "gpu_overlap", iters=10)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 4, 16, 64, 128])
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
-    parser.add_argument("--context", type=int, default=512)
-    parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--modes", nargs="+", choices=["eager", "graph"], default=["eager", "graph"])
     parser.add_argument("--budget-s", type=float, default=float("inf"),
                         help="per pair: skip its rows left once this many seconds have passed (listed as skipped)")
-    parser.add_argument("--replot", type=Path, help="only redraw the PNG beside this gpu_overlap.json")
     parser.add_argument("--row-timeout-s", type=float, default=60,
                         help="a row still running after this long is recorded as hung and the run ends")
-    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/<gpu name>/)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the folder's earlier rows that this run does not measure again")
     args = parser.parse_args(argv)
-    if args.replot:
-        data = json.loads(args.replot.read_text())
-        plot(data["rows"], args.replot.with_suffix(".png"), data["meta"]["device"])
+    if replotted(args, plot):
         return
     device, out, meta = start_gpu_run("gpu_overlap", args, argv)
     name = meta["device"]
@@ -192,8 +207,7 @@ def main(argv=None) -> None:
         key = lambda r: (r["pair"], r["mode"], r["batch"], r["k"])  # noqa: E731
         fresh = {key(r) for r in rows}
         kept = sorted([r for r in earlier if key(r) not in fresh] + rows, key=key)
-        (out / "gpu_overlap.json").write_text(json.dumps({"meta": {**meta, "skipped": skipped}, "rows": kept},
-                                                         indent=1) + "\n")
+        runner.write_result(out / "gpu_overlap.json", {"meta": {**meta, "skipped": skipped}, "rows": kept})
 
     def hung(row_name: str, after_s: float) -> None:  # a device that never finishes cannot be joined
         skipped[row_name] = f"hung: not finished after {after_s:.0f} s; the run ended here"
@@ -243,11 +257,7 @@ def main(argv=None) -> None:
 
 
 def plot(rows: list[dict], path: Path, device: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = runner.pyplot()
     pairs = sorted({r["pair"] for r in rows})
     modes = sorted({r["mode"] for r in rows})
     fig, axes = plt.subplots(max(1, len(modes)), max(1, len(pairs)), figsize=(5 * max(1, len(pairs)),
@@ -264,15 +274,11 @@ def plot(rows: list[dict], path: Path, device: str) -> None:
                                 label=f"k={k} measured")
                 ax.plot([r["batch"] for r in series], [r["ideal_gain"] for r in series], ":",
                         color=line.get_color(), label=f"k={k} ideal")
-            ax.axhline(1.0, color="k", lw=0.6)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("requests per group")
+            runner.requests_axis(ax, "requests per group")
             ax.set_ylabel("serial / overlapped step")
             ax.legend(fontsize=6)
     fig.suptitle(f"Verify on the main stream, k drafts on the side stream, {device}", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    runner.save(fig, path)
 
 
 if __name__ == "__main__":

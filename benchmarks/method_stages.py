@@ -26,7 +26,6 @@ against stock SD's (paired by round, median), steps per run, and each stage in m
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import json
@@ -34,14 +33,12 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks import sweep
+from benchmarks import runner, sweep
 from benchmarks.depth0_stages import EXECUTOR_STAGES, RUNNER_STAGES, SCHEDULER_STAGES, instrument
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 ENGINES = ("stock_sd", "minedraft_auto", "stock_sd_twin")
 KIT_DRAFTS = ("draft_small", "draft_perturbed", "eagle3")
 METHODS = (*sweep.OTHER_METHODS, *KIT_DRAFTS)
@@ -111,13 +108,8 @@ def markdown(rows: list[dict]) -> str:
 def plot(directory: Path) -> Path:
     """Every method's file in ``directory``: the default's and the twin's run time against stock SD's,
     per N (median, min-max over rounds), one panel per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     files = sorted(directory.glob("*.json"))
-    fig, axes = plt.subplots(1, len(files), figsize=(2.4 * len(files), 2.8), sharey=True, squeeze=False)
+    fig, axes = runner.pyplot().subplots(1, len(files), figsize=(2.4 * len(files), 2.8), sharey=True, squeeze=False)
     for ax, path in zip(axes[0], files):
         rows = json.loads(path.read_text())["rows"]
         for engine, color in (("minedraft_auto", "tab:green"), ("stock_sd_twin", "tab:gray")):
@@ -127,17 +119,11 @@ def plot(directory: Path) -> Path:
                    [max(r["run_vs_stock_sd_rounds"]) - v for v, r in zip(y, mine)]]
             ax.errorbar([r["requests"] for r in mine], y, yerr=err, fmt="o-", ms=4, capsize=3, color=color,
                         label=engine)
-        ax.axhline(1.0, color="k", lw=0.6)
-        ax.set_xscale("log", base=2)
+        runner.requests_axis(ax, "N", fontsize=8)
         ax.set_title(path.stem, fontsize=8)
-        ax.set_xlabel("N", fontsize=8)
     axes[0][0].set_ylabel("run time / stock SD's", fontsize=8)
     axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
-    out = directory / "method_stages.png"
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return runner.save(fig, directory / "method_stages.png")
 
 
 @contextlib.contextmanager
@@ -190,13 +176,12 @@ def run(args) -> list[dict]:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, rounds=10, replot=None)
     parser.add_argument("--method", default="suffix", choices=METHODS)
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--output-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--out", type=Path, help="default: results/cpu/method_stages/<method>.json")
     parser.add_argument("--plot", action="store_true",
                         help="only plot the files in results/cpu/method_stages/ (method_stages.png)")
@@ -212,14 +197,11 @@ def main(argv=None) -> None:
         return
     started = time.perf_counter()
     rows = run(args)
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": sweep.cpu_label(),
-            "method": args.method, "k": args.k, "concurrency": args.concurrency,
-            "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens, "rounds": args.rounds,
-            "unit": "ms per step: a stage's time over a run divided by the run's steps; medians of rounds",
-            "seconds": round(time.perf_counter() - started, 1)}
-    out = args.out or OUT / "method_stages" / f"{args.method}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rows": rows, "meta": meta}, indent=1) + "\n")
+    meta = runner.meta(
+        sweep.cpu_label(), started, method=args.method, k=args.k, concurrency=args.concurrency,
+        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, rounds=args.rounds,
+        unit="ms per step: a stage's time over a run divided by the run's steps; medians of rounds")
+    out = runner.write_result(args.out or OUT / "method_stages" / f"{args.method}.json", {"rows": rows, "meta": meta})
     print(f"wrote {out}\n\n" + markdown(rows))
 
 

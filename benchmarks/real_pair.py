@@ -37,17 +37,13 @@ Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks import sweep  # the sweep's workers and engine settings
-
-HERE = Path(__file__).resolve().parent
+from benchmarks import runner, sweep  # the sweep's workers and engine settings
 
 PAIR_DIR = Path.home() / ".cache" / "minedraft" / "real-pair"
 GROUPS = {"A": {"no_sd": ("no_sd", None), "minedraft_auto": ("minedraft_auto", 3)},
@@ -62,7 +58,7 @@ COMPARED = ("minedraft_auto", "vllm_depth_table")  # engines read against the st
 STEADY = (1, 2, 4, 8, 16, 32)
 MOVING = ((1, "code"), (32, "code"), (4, "prose"), (1, "prose"), (16, "code"), (2, "code"), (32, "prose"), (8, "code"))
 TEMPERATURE = {"code": 0.0, "prose": 1.0}
-OUT = HERE / "results" / "cpu" / "real_pair"
+OUT = runner.CPU_RESULTS / "real_pair"
 
 _FUNCTIONS = ("parse an ISO 8601 date string into a datetime", "merge two sorted lists into one sorted list",
               "compute the Levenshtein distance of two strings", "return the n-th Fibonacci number iteratively",
@@ -234,12 +230,7 @@ def markdown(summary: dict, meta: dict) -> str:
 
 
 def plot(summary: dict, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
+    fig, (left, right) = runner.pyplot().subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
     loads = list(summary["steady"])
     for engine, style in (("no_sd", "k-o"), ("stock_sd_k1", "C0:^"), ("stock_sd_k2", "C0--s"),
                           ("stock_sd_k3", "C0-v"), ("vllm_depth_table", "C2-.d"), ("minedraft_auto", "C3-o")):
@@ -253,9 +244,7 @@ def plot(summary: dict, path: Path) -> Path:
     m = summary["moving"]
     if m is None:
         right.set_visible(False)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        return path
+        return runner.save(fig, path, dpi=120)
     labels = {"no_sd": "alone", "stock_sd_k1": "k'=1", "stock_sd_k2": "k'=2", "stock_sd_k3": "k'=3",
               "vllm_depth_table": "vLLM table", "minedraft_auto": "default"}
     colors = {"minedraft_auto": "C3", "no_sd": "k", "vllm_depth_table": "C2"}
@@ -264,16 +253,13 @@ def plot(summary: dict, path: Path) -> Path:
               color=[colors.get(e, "C0") for e in names] + ["0.6"])
     right.set_xticks(range(len(names) + 1), [labels[e] for e in names] + ["ceiling"], rotation=45)
     right.set(title="a load that moves", ylabel="output tok/s")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return path
+    return runner.save(fig, path, dpi=120)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, rounds=2)
     parser.add_argument("--pair", type=Path, default=PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--output-tokens", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--groups", default="ABC",
                         help="which engine groups to run (A with any of B, C, D, E; D, stock SD at k = 2, and E, "
                              "vLLM's depth table, not by default)")
@@ -282,41 +268,35 @@ def parse_args(argv=None):
     parser.add_argument("--merge", action="store_true",
                         help="keep the committed JSON's samples of the groups not named in --groups (and of "
                              "the parts not named in --parts)")
-    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     return sweep.inherit_workload(parser.parse_args(argv))
+
+
+def measure(args, path: Path) -> dict:
+    if not (args.pair / "done").exists():
+        sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
+    setup = setup_for(args.pair, args)
+    plan = workload(args.pair / "target", args.output_tokens, args.parts)
+    log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
+    print(f"worker logs: {log_dir}", flush=True)
+    started, samples = time.perf_counter(), []
+    if args.merge and path.exists():  # the groups not run now, from the committed JSON
+        samples = [s for s in json.loads(path.read_text())["samples"]
+                   if GROUP_OF[s["engine"]] not in args.groups or s["part"] not in args.parts]
+    for group in args.groups:
+        samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
+    rounds = {part: len({s["round"] for s in samples if s["part"] == part and s["engine"] == "no_sd"})
+              for part in ("steady", "moving") if any(s["part"] == part for s in samples)}
+    meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"],
+                       output_tokens=args.output_tokens, rounds=rounds, steady=STEADY, moving=MOVING,
+                       temperatures=TEMPERATURE)
+    return {"meta": meta, "summary": summarize(samples), "samples": samples}
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     path = OUT / "real_pair.json"
-    if args.replot:
-        result = json.loads(path.read_text())
-    else:
-        if not (args.pair / "done").exists():
-            sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
-        setup = setup_for(args.pair, args)
-        plan = workload(args.pair / "target", args.output_tokens, args.parts)
-        log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
-        print(f"worker logs: {log_dir}", flush=True)
-        started, samples = time.perf_counter(), []
-        if args.merge and path.exists():  # the groups not run now, from the committed JSON
-            samples = [s for s in json.loads(path.read_text())["samples"]
-                       if GROUP_OF[s["engine"]] not in args.groups or s["part"] not in args.parts]
-        for group in args.groups:
-            samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
-        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "models": setup.meta["models"], "output_tokens": args.output_tokens,
-                "rounds": {part: len({s["round"] for s in samples if s["part"] == part and s["engine"] == "no_sd"})
-                           for part in ("steady", "moving") if any(s["part"] == part for s in samples)},
-                "steady": STEADY, "moving": MOVING, "temperatures": TEMPERATURE,
-                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
-                "seconds": round(time.perf_counter() - started, 1)}
-        result = {"meta": meta, "summary": summarize(samples), "samples": samples}
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    print(f"wrote {plot(result['summary'], OUT / 'real_pair.png')}")
-    print("\n" + markdown(result["summary"], result["meta"]))
+    result = runner.run_or_replot(args, path, lambda: measure(args, path))
+    runner.report(plot(result["summary"], OUT / "real_pair.png"), markdown(result["summary"], result["meta"]))
 
 
 if __name__ == "__main__":

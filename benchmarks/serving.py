@@ -67,6 +67,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from benchmarks import runner
 from harness import server as launch_server
 from harness.engine_args import Speculation, engine_kwargs
 from harness.server import Server
@@ -502,11 +503,7 @@ def update_readme(table: str, draft: str) -> None:
 
 def plot(result: dict, path: Path) -> None:
     """Per max concurrency: TTFT p50 and TPOT p50 vs request rate, goodput bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = runner.pyplot()
     runs, modes = result["runs"], result["config"]["modes"]
     concs = sorted({(r.get("output_len", 0), r["max_concurrency"]) for r in runs})
     rates = sorted({r["request_rate"] for r in runs}, key=rate_order)
@@ -536,15 +533,14 @@ def plot(result: dict, path: Path) -> None:
     slo = result["slo"]
     fig.suptitle(f"{result['device']}; SLO TTFT <= {slo['ttft_ms']:g} ms, TPOT <= {slo['tpot_ms']:g} ms",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    runner.save(fig, path)
 
 
 # --------------------------------------------------------------------------- main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = runner.parser(__doc__, replot="no runs: redraw the plot (and table) from --out")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--quick", action="store_true", help="smoke run (~2 min): fewer scenarios and prompts")
     p.add_argument("--modes", nargs="+", choices=tuple(MODES),
@@ -568,7 +564,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slo-ttft-ms", type=float, default=250.0)
     p.add_argument("--slo-tpot-ms", type=float, default=20.0, help="20 ms: 50 tokens/s per request")
     p.add_argument("--out", help="result JSON (default: results/<device>/serving_<draft>.json)")
-    p.add_argument("--replot", action="store_true", help="no runs: redraw the plot (and table) from --out")
     p.add_argument("--markdown", action="store_true", help="print the result table as markdown")
     p.add_argument("--update-readme", action="store_true", help="write the table into benchmarks/README.md")
     return p.parse_args(argv)
@@ -633,8 +628,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGTERM, _raise_on_sigterm)
         signal.signal(signal.SIGHUP, _raise_on_sigterm)
         result = measure(make_config(args))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        runner.write_result(out, result, indent=2)
         print(f"wrote {out} ({result['total_seconds']:.0f} s)")
     plot(result, out.with_suffix(".png"))
     table = to_markdown(result)

@@ -35,17 +35,12 @@ Writes ``benchmarks/results/cpu/shifting.json`` and ``shifting.png``.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks import sweep  # the sweep's workers, setup and prompts
+from benchmarks import runner, sweep  # the sweep's workers, setup and prompts
 from harness.sidebyside import steps_by_depth
-
-HERE = Path(__file__).resolve().parent
 
 # Engine name -> (the sweep's mode, k); the static ones are what a user can pick in vLLM.
 ENGINES = {"no_sd": ("no_sd", None), "stock_sd_k1": ("stock_sd", 1), "stock_sd_k3": ("stock_sd", 3),
@@ -54,7 +49,7 @@ STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k3")
 RAMP = (1, 4, 8, 16, 32, 16, 8, 4, 1)
 TEXTS = {"greedy": 0.0, "sampled": 1.0}  # text kind -> temperature
 RAMP_TEXTS = ("greedy", "sampled", "greedy")
-OUT = HERE / "results" / "cpu"
+OUT = runner.CPU_RESULTS
 
 
 def phases(prompts: list[list[int]], output_tokens: int) -> list[dict]:
@@ -163,14 +158,10 @@ def markdown(summary: dict, meta: dict) -> str:
 
 
 def plot(summary: dict, path: Path, device_label: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rows = summary["phases"]
     x = [r["phase"] for r in rows]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig, (top, bottom) = runner.pyplot().subplots(2, 1, figsize=(8, 5), sharex=True,
+                                                  gridspec_kw={"height_ratios": [3, 1]})
     for name in ENGINES:
         top.plot(x, [r[name] for r in rows], "o-", ms=3, label=name)
     for r in rows:
@@ -184,44 +175,33 @@ def plot(summary: dict, path: Path, device_label: str) -> Path:
     bottom.set_ylabel("auto: mean k'", fontsize=7)
     bottom.set_xticks(x, [str(r["requests"]) for r in rows], fontsize=6)
     bottom.set_xlabel("phase (concurrent requests N)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return runner.save(fig, path)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, rounds=3)
     parser.add_argument("--draft", default="draft_small")
     parser.add_argument("--output-tokens", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--replot", action="store_true", help="no runs: plot and table from the JSON")
     # The sweep's prompts and layout (engine core in its own process).
     return sweep.inherit_workload(parser.parse_args(argv))
 
 
+def measure(args) -> dict:
+    setup = sweep.cpu_setup(args, [args.draft])
+    prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "shifting")
+    started = time.perf_counter()
+    samples = run(setup, args, phases(prompts, args.output_tokens), log_dir)
+    meta = runner.meta(setup.device_label, started, setup.engine, draft=args.draft,
+                       output_tokens=args.output_tokens, rounds=args.rounds, prompt_tokens=args.prompt_tokens,
+                       engine_core=args.engine_core, ramp=RAMP, ramp_texts=RAMP_TEXTS, temperatures=TEXTS)
+    return {"meta": meta, "summary": summarize(samples), "samples": samples}
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
-    path = OUT / "shifting.json"
-    if args.replot:
-        result = json.loads(path.read_text())
-    else:
-        setup = sweep.cpu_setup(args, [args.draft])
-        prompts, log_dir = sweep.prompts_and_log_dir(setup, args, args.draft, "shifting")
-        started = time.perf_counter()
-        samples = run(setup, args, phases(prompts, args.output_tokens), log_dir)
-        meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device_label": setup.device_label,
-                "draft": args.draft, "output_tokens": args.output_tokens, "rounds": args.rounds,
-                "prompt_tokens": args.prompt_tokens, "engine_core": args.engine_core, "ramp": RAMP,
-                "ramp_texts": RAMP_TEXTS, "temperatures": TEXTS,
-                "engine": {k: v for k, v in setup.engine.items() if k != "model"},
-                "seconds": round(time.perf_counter() - started, 1)}
-        result = {"meta": meta, "summary": summarize(samples), "samples": samples}
-        OUT.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {path}")
-    print(f"wrote {plot(result['summary'], OUT / 'shifting.png', result['meta']['device_label'])}")
-    print("\n" + markdown(result["summary"], result["meta"]))
+    result = runner.run_or_replot(args, OUT / "shifting.json", lambda: measure(args))
+    png = plot(result["summary"], OUT / "shifting.png", result["meta"]["device_label"])
+    runner.report(png, markdown(result["summary"], result["meta"]))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Writes ``minedraft/cost_model/calibration/cpu_step_overlap.json`` (the calibrati
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -33,6 +32,7 @@ from pathlib import Path
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
+from benchmarks import runner  # noqa: E402
 from harness.child import run_once, serve  # noqa: E402
 from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
 from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
@@ -110,12 +110,11 @@ def step_table(steps_serial: list[dict], steps_overlap: list[dict]) -> list[dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, replot="only redraw the plot from --out")
     parser.add_argument("--child")
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 5])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--out", default=str(CPU_STEP_OVERLAP_JSON))
-    parser.add_argument("--replot", action="store_true", help="only redraw the plot from --out")
     args = parser.parse_args()
     if args.child:
         serve(make_child)
@@ -152,11 +151,7 @@ def main() -> None:
 
 def plot(result: dict, path: Path) -> None:
     """tok/s vs stock SD's batch size, one panel per k; paper rows dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = runner.pyplot()
     ks = sorted({r["k"] for r in result["e2e"]})
     fig, axes = plt.subplots(1, len(ks), figsize=(4.2 * len(ks), 3.6), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], ks):
@@ -172,8 +167,7 @@ def plot(result: dict, path: Path) -> None:
     axes[0][0].set_ylabel("output tokens/s")
     axes[0][-1].legend(fontsize=7)
     fig.suptitle(result["device"], fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    runner.save(fig, path)
 
 
 def print_tables(result: dict) -> None:

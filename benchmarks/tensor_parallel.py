@@ -23,18 +23,15 @@ Writes ``benchmarks/results/cpu/tensor_parallel.json`` and ``.png``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import runner
 from benchmarks.serving import rotated  # the serving benchmark's rotating engine order
 from harness.child import Child
 from harness.sidebyside import CHILD, mode_spec
-
-HERE = Path(__file__).resolve().parent
 
 TP = 2
 ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
@@ -45,7 +42,7 @@ ENGINES = {  # name -> (harness mode, MineDraft settings)
     "minedraft_auto": ("minedraft_auto", None),
     "minedraft_auto_process": ("minedraft_auto", PROCESS_DRAFTER),
 }
-OUT = HERE / "results" / "cpu" / "tensor_parallel.json"
+OUT = runner.CPU_RESULTS / "tensor_parallel.json"
 
 
 def start(kit, log_dir: Path) -> dict[str, Child]:
@@ -86,7 +83,7 @@ def measure(rounds: int) -> dict:
                for n in names}
     for x in runs:
         del x["tokens"]
-    return {"measured": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    return {"measured": runner.minute(),
             "device": "cpu (2 cores), target at tensor parallelism 2, rank r on core r",
             "workload": "harness.sidebyside's 48-request mix (prompts 1-500 tokens, max_tokens 1-100, chunked "
                         "prefill 128, prefix caching, 48 KV blocks: preemption), greedy, k=3, the kit's "
@@ -95,33 +92,20 @@ def measure(rounds: int) -> dict:
 
 
 def plot(result: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(result["summary"])
     values = [result["summary"][n]["output_tokens_per_s"] for n in names]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = runner.pyplot().subplots(figsize=(7, 3.5))
     ax.bar(names, values, color=["#888", "#c66", "#36c", "#3a6"])
     for i, n in enumerate(names):
         ax.text(i, values[i], f"{result['summary'][n]['vs_target_alone']:.2f}x", ha="center", va="bottom")
     ax.set_ylabel("output tokens/s (median)")
     ax.set_title(f"TP 2 target on 2 CPU cores, k=3 ({result['measured']}); label: / target alone", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    runner.save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--replot", action="store_true", help="no runs: redraw the plot from the JSON")
-    args = p.parse_args(argv)
-    if args.replot:
-        result = json.loads(OUT.read_text())
-    else:
-        result = measure(args.rounds)
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
+    args = runner.parser(__doc__, rounds=3, replot="no runs: redraw the plot from the JSON").parse_args(argv)
+    result = runner.run_or_replot(args, OUT, lambda: measure(args.rounds), indent=2)
     plot(result, OUT.with_suffix(".png"))
     print(json.dumps(result["summary"], indent=2))
 
