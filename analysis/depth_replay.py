@@ -44,7 +44,7 @@ from minedraft.scheduling.depth_controller import DepthController
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
 STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
 OUTPUT_TOKENS = 128
-EARLIER_RUNS = SHIFTING_JSON.parent / "shifting_earlier"
+EARLIER_RUNS = SHIFTING_JSON.parent / "history" / "shifting"
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="a step stalls with probability P for SECONDS")
     parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
     parser.add_argument("--grid", action="store_true",
-                        help="the default run and every run in shifting_earlier/, each on five machines")
+                        help="the default run and every run in history/shifting/, each on five machines")
     args = parser.parse_args(argv)
     controller_args = {}
     if args.grid:

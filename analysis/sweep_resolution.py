@@ -1,7 +1,7 @@
 """What a depth sweep's best-static column can resolve: an engine identical to the target alone, scored as
 ``minedraft_auto`` is.
 
-    python -m analysis.sweep_resolution                      # benchmarks/results/cpu/depth_passed_over/
+    python -m analysis.sweep_resolution                      # benchmarks/results/cpu/depth_sweep/
     python -m analysis.sweep_resolution path/to/summary.json
 
 ``benchmarks/sweep.py`` scores ``minedraft_auto`` at each (draft, k, N) against ``vllm_best_static``: the
@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "depth_passed_over" / "summary.json"
+DEFAULT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "depth_sweep" / "summary.json"
 
 
 @dataclass(frozen=True)

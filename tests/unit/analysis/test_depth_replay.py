@@ -10,7 +10,7 @@ from analysis.depth_replay import SHIFTING_JSON, Machine, load_workload, main, r
 
 # The run of 2026-11-26 (steps of 10-20 ms, where speculating paid in the greedy ramps at low N: each
 # phase's best depth 1.12x the best fixed one), kept beside the latest run for the controller's tests.
-RECORDED = SHIFTING_JSON.parent / "shifting_earlier" / "before_shared_text.json"
+RECORDED = SHIFTING_JSON.parent / "history" / "shifting" / "before_shared_text.json"
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_short_steps_and_stalls_do_not_cost_the_cost_model(run):
     0.93x-0.97x of the best fixed depth: a window spanned most of a phase. The cost model needs none; a
     machine that stalls a step for 100 ms now and then does not move it (a stall counts at most twice the
     step's prediction: scheduling/step_costs.py)."""
-    recorded = load_workload(json.loads((SHIFTING_JSON.parent / "shifting_earlier" / run).read_text())["samples"])
+    recorded = load_workload(json.loads((SHIFTING_JSON.parent / "history" / "shifting" / run).read_text())["samples"])
     assert summarize(recorded, seeds=3)["auto_vs_best_static"] > 0.97
     assert summarize(recorded, seeds=3, machine=Machine(0.005, 0.1))["auto_vs_best_static"] > 0.97
 
@@ -83,7 +83,7 @@ def test_the_grid_replays_each_recorded_run_once_on_every_machine(capsys):
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split() for line in lines[1:-1]]
     names = [row[0] for row in rows]
-    runs = [SHIFTING_JSON, *sorted((SHIFTING_JSON.parent / "shifting_earlier").glob("*.json"))]
+    runs = [SHIFTING_JSON, *sorted((SHIFTING_JSON.parent / "history" / "shifting").glob("*.json"))]
     assert names[0] == "shifting.json" and len(names) == len({run.read_text() for run in runs})  # a copy counts once
     assert all(len(row) == 1 + len(GRID_MACHINES) for row in rows)
     assert lines[-1].startswith("mean ")

@@ -40,9 +40,10 @@ def test_runs_that_do_not_split_into_blocks_are_refused():
 
 
 def test_a_summary_merged_from_two_sweeps_is_refused():
-    """depth/summary.json took its EAGLE-3 rows from a second sweep and kept the first sweep's target-alone
-    runs (12: two drafts x two k x 3 repeats), which six blocks would otherwise split into twins of 2."""
-    merged = DEFAULT.parents[1] / "depth" / "summary.json"
+    """The first depth sweep (history/depth_sweep_2026-11-25/) took its EAGLE-3 rows from a second sweep and
+    kept the first sweep's target-alone runs (12: two drafts x two k x 3 repeats), which six blocks would
+    otherwise split into twins of 2."""
+    merged = DEFAULT.parents[1] / "history" / "depth_sweep_2026-11-25" / "summary.json"
     meta = json.loads(merged.with_name("summary_meta.json").read_text())
     with pytest.raises(ValueError, match="12 runs of the target alone, not 3 for each of 6 blocks"):
         cells(json.loads(merged.read_text()), meta)
