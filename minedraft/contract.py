@@ -14,7 +14,7 @@ same methods:
   proposer in this worker. A deferred call is captured with copies of its
   inputs and replayed next step on an execution lane (thread, CUDA stream or
   inline, ``worker/in_process/lanes.py``).
-* :class:`~minedraft.process_drafter.target.source.ProcessDraftSource`: the draft
+* :class:`~minedraft.process_drafter.target.source.ProcessDrafterSource`: the draft
   model as its own engine in a process of its own (minedraft/process_drafter/).
   A job is sent to that process and its reply collected with a bound.
 

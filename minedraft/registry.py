@@ -11,7 +11,7 @@ CPU_WORKER_QUALNAME = "minedraft.worker.cpu_worker.MineDraftCPUWorker"
 GPU_WORKER_QUALNAME = "minedraft.worker.gpu_worker.MineDraftGPUWorker"
 # The process drafter (minedraft/process_drafter/): the target's proposer, given to vLLM as a
 # ``custom_class`` speculative method, and the draft engine's scheduler.
-PROPOSER_QUALNAME = "minedraft.process_drafter.target.proposer.RemoteDraftProposer"
+PROPOSER_QUALNAME = "minedraft.process_drafter.target.proposer.ProcessDrafterProposer"
 DRAFT_SCHEDULER_QUALNAME = "minedraft.process_drafter.draft_engine.session_scheduler.DraftSessionScheduler"
 # additional_config key of the draft engine's arguments (front end -> target worker).
 DRAFT_ENGINE_KEY = "minedraft_draft_engine"

@@ -2,7 +2,7 @@
 
 A method vLLM adds is one row here. Nothing else in the runtime compares method names
 (tests/unit/config/test_methods.py scans the package for it); a method without a row runs on
-MineDraft's stock path (config/stock_path.py), as vLLM runs it. ``parallel_drafting`` (PARD,
+MineDraft's stock path (config/overlap_coverage.py), as vLLM runs it. ``parallel_drafting`` (PARD,
 P-EAGLE) is a flag of the speculative config, not a method: its checks read the flag.
 """
 

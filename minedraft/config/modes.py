@@ -5,7 +5,7 @@
   ``parallel`` (every balanced step overlaps), ``stock`` (never).
 * Placements of the draft lane (``scheduling/mode_prior.py``): ``cpu-threads``
   (a thread on the target's CPU cores), ``gpu-stream`` (a side stream on the
-  target's GPU), ``serial`` (no overlap), ``dedicated`` (hardware of its own).
+  target's GPU), ``inline`` (no overlap: the lane ``serial``), ``dedicated`` (hardware of its own).
   The cost model's GPU layouts map onto them: ``h100-same-gpu`` is
   ``gpu-stream``, ``h100-two-gpus`` and ``h100-paper`` are ``dedicated``.
 
@@ -13,4 +13,4 @@ The benchmarks' row names (``no_sd``, ``stock_sd``, ...) are tooling: harness/mo
 """
 
 RUNTIME_MODES = ("auto", "parallel", "stock")
-PLACEMENTS = ("cpu-threads", "gpu-stream", "serial", "dedicated")
+PLACEMENTS = ("cpu-threads", "gpu-stream", "inline", "dedicated")

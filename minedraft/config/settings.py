@@ -87,7 +87,7 @@ class MineDraftSettings:
     # take_draft_token_ids), so the first token does not wait for that request's draft work; or
     # after_drafts, inside sampling, as vLLM. Not in stock mode, which stays vLLM's behaviour, nor for the
     # n-gram and suffix drafters (no model forward). With early and a drafter that catches up
-    # (config/catch_up.py), every plain SD step drafts after its outputs, and a request that has reached
+    # (config/idle_drafter.py), every plain SD step drafts after its outputs, and a request that has reached
     # the engine core by then skips that round (scheduling/scheduler.py: skips_held_drafts).
     first_token: str = "early"
 

@@ -3,7 +3,7 @@
 Every rejection is a :class:`MineDraftConfigError` whose message is one line
 that says what is wrong and what to do instead. A speculative configuration
 that vLLM runs is not refused here: where MineDraft's overlap does not cover it
-yet, it runs on MineDraft's stock path (stock_path.py).
+yet, it runs on MineDraft's stock path (overlap_coverage.py).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.config.settings import MineDraftSettings
 from minedraft.config.methods import method_of
+from minedraft.config.settings import MineDraftSettings
 from minedraft.log import get_logger
 
 __all__ = ["MineDraftConfigError", "validate_engine_args", "validate_overlap_config", "validate_vllm_config"]

@@ -40,7 +40,7 @@ LEDGER: dict[str, LedgerEntry] = {
         how="When scheduler_cls selects MineDraft: rewrite the short name, turn off "
         "async scheduling, install MineDraft's worker where worker_cls is 'auto' and the resolved "
         "config overlaps (else MineDraft's stock path keeps vLLM's worker), "
-        "validate (minedraft/selection.py); otherwise call through unchanged.",
+        "validate (minedraft/engine_arguments.py); otherwise call through unchanged.",
         upstream_diff="0001-scheduler-short-name-registry.patch",
         related_pr=NOT_PROPOSED,
         future_plan="Remove when vLLM has a scheduler registry with a validation hook.",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 
 from minedraft import registry
+from minedraft.engine_arguments import select_minedraft_engine_args, settle_selected_config
 from minedraft.monkeypatch.patching import Patch, takes
-from minedraft.selection import select_minedraft_engine_args, settle_selected_config
 
 
 def _wrap_create_engine_config(original):

@@ -4,9 +4,9 @@ Selected with ``MINEDRAFT_DRAFTER=process`` and ``MINEDRAFT_DRAFTER_DEVICE``
 (``cpu:<cores>`` or ``cuda:<indices>``). The files are grouped by the process
 they run in; a draft job's path:
 
-* the front end: ``frontend.py`` (called from ``selection.py``) keeps the user's
+* the front end: ``frontend.py`` (called from ``engine_arguments.py``) keeps the user's
   ``--speculative-config`` but hands the target engine vLLM's ``custom_class``
-  method with :class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer`:
+  method with :class:`~minedraft.process_drafter.target.proposer.ProcessDrafterProposer`:
   the target's worker loads no draft model and allocates no KV cache for it;
 * the target's worker, ``target/``: ``proposer.py`` turns each ``propose`` into a
   job holding only the tokens each request gained since its last job, sends it
@@ -26,7 +26,7 @@ they run in; a draft job's path:
 A DFlash draft's context is the target's hidden states, not tokens:
 
 * ``target/step_context.py`` copies out each step's rows that
-  became context; ``target/sent_context.py`` keeps them until the next job, and
+  became context; ``target/context_queue.py`` keeps them until the next job, and
   ``context_channel.py`` (both sides) carries them through shared memory;
 * ``draft_engine/dflash_engine.py`` runs vLLM's DFlash proposer beside
   ``draft_engine/dflash_host.py`` (the target's embeddings and LM head), its KV in

@@ -3,7 +3,7 @@
 The user's ``--speculative-config`` names the draft model as for vLLM's
 ``draft_model`` method. With ``MINEDRAFT_DRAFTER=process`` the target engine
 is given vLLM's ``custom_class`` method instead, with
-:class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer` as the class: the
+:class:`~minedraft.process_drafter.target.proposer.ProcessDrafterProposer` as the class: the
 target's worker then loads no draft model and allocates no KV cache for one.
 The draft model's own arguments become the draft engine's (``LLM`` keyword
 arguments, carried to the worker in ``additional_config``).
@@ -88,7 +88,7 @@ def refuse_before_config(spec: dict[str, Any], engine_args: Any, device: Drafter
 
 def refuse_on_stock_path(reason: str) -> None:
     """The process drafter has no stock path (vLLM's worker has no draft engine): where MineDraft's
-    would run (``reason``: config/stock_path.py), one line."""
+    would run (``reason``: config/overlap_coverage.py), one line."""
     raise MineDraftConfigError(
         f"MINEDRAFT_DRAFTER=process cannot serve this configuration ({reason}): drop the process drafter.")
 

@@ -4,7 +4,7 @@ A *placement* says which hardware the draft lane shares with the target:
 
 * ``cpu-threads``: the thread lane, on the target's CPU cores (shared);
 * ``gpu-stream``: a side CUDA stream, on the target's GPU (shared);
-* ``serial``: ``MINEDRAFT_LANE=serial``, deferred drafts run inline: nothing
+* ``inline``: ``MINEDRAFT_LANE=serial``, deferred drafts run inline: nothing
   overlaps, so a parallel step verifies half the batch for the same
   per-step cost and can never beat plain SD at equal concurrency;
 * ``dedicated``: the drafter has hardware of its own (no prior: measure).
@@ -35,7 +35,7 @@ def placement(device_type: str, lane: str, drafter: str = "in-process") -> str:
     if drafter == "process":
         return "dedicated"
     if lane == "serial":
-        return "serial"
+        return "inline"
     return "gpu-stream" if device_type == "cuda" else "cpu-threads"
 
 
@@ -62,6 +62,6 @@ def _profile(where: str, k: int):
     if where == "gpu-stream":
         return profile_by_name("h100-same-gpu", k)
     profile = profile_by_name("cpu", k)
-    if where == "serial":  # the lanes take turns: an overlapped step costs the sum
+    if where == "inline":  # the lanes take turns: an overlapped step costs the sum
         profile = dataclasses.replace(profile, interference=1.0)
     return profile

@@ -54,13 +54,13 @@ from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 
-from minedraft.config.catch_up import catches_up
+from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
-from minedraft.metrics.stats import MineDraftStats, attach
+from minedraft.metrics.stats import attach, MineDraftStats
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
 from minedraft.scheduling.depth_prior import speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced
@@ -263,7 +263,7 @@ class MineDraftScheduler(Scheduler):
 
     def _reserve_draft_slots(self, depth: int) -> None:
         """KV slots past a request's scheduled tokens only where this step's drafter writes there. A
-        drafter that skips its depth-0 call (config/catch_up.py) writes nothing at depth 0: such a step
+        drafter that skips its depth-0 call (config/idle_drafter.py) writes nothing at depth 0: such a step
         reserves no slots for it, where vLLM reserves K whatever the depth (its drafter still runs),
         so that a load held at depth 0 by a short KV cache is preempted no more than the target alone.
         A step at depth > 0 reserves K again before its drafter runs; the tokens it catches up on have
@@ -271,7 +271,7 @@ class MineDraftScheduler(Scheduler):
         self.num_lookahead_tokens = 0 if depth == 0 and self._drafter_catches_up else self._lookahead_slots
 
     def _count_skipped(self, scheduled: dict[str, int], depth: int) -> int:
-        """The tokens a drafter that skips depth-0 calls (config/catch_up.py) runs its model over in this
+        """The tokens a drafter that skips depth-0 calls (config/idle_drafter.py) runs its model over in this
         step besides the decodes' own: at a depth > 0, the tokens each request skipped at depth 0 (its
         catch-up) and the prompt tokens scheduled now (the draft's prefill, the same work); at depth 0
         each request's tokens are noted as skipped instead."""

@@ -48,13 +48,13 @@ import inspect
 import torch
 from vllm.v1.outputs import DraftTokenIds
 
-from minedraft.config.catch_up import catches_up
+from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
-from minedraft.contract import DraftSource, LanePlanError, MineDraftSchedulerOutput, ProposeCall, merge_drafts
+from minedraft.contract import DraftSource, LanePlanError, merge_drafts, MineDraftSchedulerOutput, ProposeCall
 from minedraft.log import get_logger
-from minedraft.process_drafter.target.proposer import RemoteDraftProposer
-from minedraft.process_drafter.target.source import NoDraftSource, ProcessDraftSource
+from minedraft.process_drafter.target.proposer import ProcessDrafterProposer
+from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource
 from minedraft.process_drafter.target.step_context import step_context
 from minedraft.rank import tensor_parallel_rank
 from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
@@ -97,13 +97,13 @@ class MineDraftRunnerMixin:
 
     def _make_draft_source(self) -> DraftSource:
         """The one place that tells the sources apart: the front end gives the process drafter's
-        target vLLM's ``custom_class`` method with :class:`RemoteDraftProposer` as its drafter."""
+        target vLLM's ``custom_class`` method with :class:`ProcessDrafterProposer` as its drafter."""
         drafter = getattr(self, "drafter", None)
-        if isinstance(drafter, RemoteDraftProposer):
+        if isinstance(drafter, ProcessDrafterProposer):
             if not drafter.drives_engine:  # a tensor-parallel rank other than 0
                 return NoDraftSource()
             logger.info("MineDraft draft source: the process drafter")
-            return ProcessDraftSource(drafter)
+            return ProcessDrafterSource(drafter)
         lane = self._make_draft_lane()
         logger.info("MineDraft draft lane: %s", type(lane).__name__)
         self.draft_catch_up = self._make_draft_catch_up()

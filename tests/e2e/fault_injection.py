@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.sidebyside import run_mode
 from minedraft.config import environment
-from minedraft.process_drafter.target.proposer import RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import ProcessDrafterProposer
 from minedraft.worker.cpu_worker import MineDraftCPUWorker
 from minedraft.worker.in_process.draft_job import DraftJob
 from tests.e2e.fault_draft_engine import DRAFTER_FAULTS, injected_faults, stall_s
@@ -79,7 +79,7 @@ class FaultInjectingCPUWorker(MineDraftCPUWorker):
 
     def load_model(self, *args: Any, **kwargs: Any) -> None:
         drafter = self.model_runner.drafter
-        if isinstance(drafter, RemoteDraftProposer) and injected_faults() & DRAFTER_FAULTS:
+        if isinstance(drafter, ProcessDrafterProposer) and injected_faults() & DRAFTER_FAULTS:
             drafter.engine_entry = FAULT_DRAFT_ENGINE  # its faults happen in the draft engine's process
         super().load_model(*args, **kwargs)
 

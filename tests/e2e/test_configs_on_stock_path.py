@@ -4,7 +4,7 @@ The configuration is one that stock vLLM 0.32 runs on this CPU and the overlap d
 kit's EAGLE-3 head with ``disable_padded_drafter_batch`` (that drafter path reads the runner's
 host-side sampled tokens of its own step; vLLM refuses the option for draft models and parallel
 drafting, so EAGLE is where it can be asked for). Under ``--scheduler-cls minedraft``, pinned to
-parallel steps, it takes MineDraft's stock path (minedraft/config/stock_path.py): vLLM's worker and
+parallel steps, it takes MineDraft's stock path (minedraft/config/overlap_coverage.py): vLLM's worker and
 drafter, MineDraft's scheduler in mode ``stock``. On the 24-request mix (method_runs.py) greedy output
 must equal the target alone's, the engine log must say why in one INFO line, vLLM must have drafted,
 and MineDraft must have counted the steps, none of them parallel. Every speculative method vLLM 0.32

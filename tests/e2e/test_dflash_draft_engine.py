@@ -15,9 +15,9 @@ import torch
 from vllm.engine.arg_utils import EngineArgs
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.target.client import DrafterClient
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.frontend import draft_engine_kwargs
+from minedraft.process_drafter.target.client import ProcessDrafterClient
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ def drafter(method_checkpoints, tmp_path_factory):
     args = EngineArgs(model=method_checkpoints.dflash_target, dtype="float32", max_model_len=512,
                       enforce_eager=True, max_num_seqs=8, block_size=BLOCK)
     spec = method_checkpoints.speculative_config("dflash", K)
-    client = DrafterClient(draft_engine_kwargs(args, spec, device), device, K,
+    client = ProcessDrafterClient(draft_engine_kwargs(args, spec, device), device, K,
                            log_dir=str(tmp_path_factory.mktemp("dflash_drafter")))
     writer = ContextWriter()
     yield client, writer

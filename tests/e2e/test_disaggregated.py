@@ -5,7 +5,7 @@ target's) computes the 24-request mix (method_runs.py) and stores every prompt's
 ``ExampleConnector`` (``kv_producer``, a folder on disk; with the fix of patches/0010 for prompts
 shorter than a block, harness/example_connector_fix.py); then a decode instance with MineDraft pinned to
 parallel mode (``kv_consumer``) serves the same requests, loading that KV instead of computing it. With a
-KV connector MineDraft runs its stock path (minedraft/config/stock_path.py: the connector stores a
+KV connector MineDraft runs its stock path (minedraft/config/overlap_coverage.py: the connector stores a
 prefill step's draft-layer KV in that step). Greedy output must equal the target alone's, the decode
 instance must have loaded KV from the store, and it must accept about as many drafts as one stock SD
 instance doing both (within 5 %): the prefill instance, which also decodes every request to its end.

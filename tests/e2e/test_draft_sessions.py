@@ -16,9 +16,9 @@ import pytest
 from vllm.engine.arg_utils import EngineArgs
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.target.client import DrafterClient
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 from minedraft.process_drafter.history import SentHistories
+from minedraft.process_drafter.target.client import ProcessDrafterClient
 from modelkit import build_kit
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ SESSIONS = 6  # the draft engine's max_num_seqs: fewer than the requests, so idl
 GROUP = SESSIONS - 1  # the self-check's fresh requests need a free slot
 
 
-def start_drafter(log_dir, self_check: bool, **engine) -> DrafterClient:
+def start_drafter(log_dir, self_check: bool, **engine) -> ProcessDrafterClient:
     kit = build_kit()
     device = DrafterDevice.parse("cpu:1")
     args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=512, enforce_eager=True,
@@ -37,7 +37,7 @@ def start_drafter(log_dir, self_check: bool, **engine) -> DrafterClient:
     with pytest.MonkeyPatch.context() as env:
         if self_check:
             env.setenv("MINEDRAFT_DRAFTER_SELF_CHECK", "1")
-        return DrafterClient(kwargs, device, K, log_dir=str(log_dir))
+        return ProcessDrafterClient(kwargs, device, K, log_dir=str(log_dir))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def drafter(tmp_path_factory):
 class ScriptedTarget:
     """Requests, their histories and what the drafter has been sent, as the proposer keeps them."""
 
-    def __init__(self, client: DrafterClient, seed: int) -> None:
+    def __init__(self, client: ProcessDrafterClient, seed: int) -> None:
         self.client, self.rng = client, random.Random(seed)
         self.sent = SentHistories()
         self.histories: dict[str, list[int]] = {}

@@ -2,7 +2,7 @@
 exact, drafting as stock SD does.
 
 These methods run vLLM's EAGLE-family, draft-model, Medusa and DFlash proposers, whose ``propose`` call the deferred
-job carries one step later (minedraft/config/stock_path.py), and vLLM's suffix proposer, whose call carries a
+job carries one step later (minedraft/config/overlap_coverage.py), and vLLM's suffix proposer, whose call carries a
 view of its step's batch (minedraft/worker/suffix_batch.py; arctic-inference, the ``suffix`` extra). On
 the 24-request mix (method_runs.py), with the kit's checkpoints (modelkit/method_checkpoints.py; suffix
 decoding needs none): MineDraft pinned to parallel steps and its

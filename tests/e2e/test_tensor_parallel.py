@@ -1,7 +1,7 @@
 """A tensor-parallel target (TP 2, a worker process per rank, one core each) with the in-process drafter.
 
 vLLM shards the draft model over the target's tensor-parallel group, so MineDraft drafts on the
-serial lane there (``selection.lane_for_tensor_parallelism``): with a lane thread, the ranks met
+serial lane there (``engine_arguments.lane_for_tensor_parallelism``): with a lane thread, the ranks met
 mismatched collectives (gloo aborted rank 1 on "Received data size doesn't match expected size").
 Exactness: the kit's 48-request mix (chunked prefill, prefix caching, preemption) in parallel mode
 against the target alone at TP 2 (float32 sums split over two ranks need not match TP 1's), with the

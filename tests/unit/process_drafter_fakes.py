@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from minedraft.process_drafter.history import Histories, SentHistories
-from minedraft.process_drafter.target.proposer import JobStats, RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import JobStats, ProcessDrafterProposer
 
 
 class FakeClient:
@@ -38,10 +38,10 @@ class FakeClient:
         self.closed = True
 
 
-def fake_proposer(client, drives_engine: bool = True) -> RemoteDraftProposer:
+def fake_proposer(client, drives_engine: bool = True) -> ProcessDrafterProposer:
     """A proposer (k = 3, model length 64) whose draft engine is ``client``; ``drives_engine=False``:
     a tensor-parallel rank other than 0's."""
-    proposer = RemoteDraftProposer.__new__(RemoteDraftProposer)
+    proposer = ProcessDrafterProposer.__new__(ProcessDrafterProposer)
     proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
     proposer.drives_engine = drives_engine
     proposer.sent, proposer.client, proposer.stats = SentHistories(), client, JobStats()

@@ -178,7 +178,7 @@ def test_the_graph_sees_every_kind_of_import():
     # importlib.import_module(f"minedraft.monkeypatch.patch_{name}"): every patch module
     assert {"minedraft.monkeypatch.patch_cli_vllm_version",
             "minedraft.monkeypatch.patch_forward_context"} <= graph["minedraft.monkeypatch"]
-    assert "minedraft.registry" in graph["minedraft.selection"]  # from minedraft import registry
+    assert "minedraft.registry" in graph["minedraft.engine_arguments"]  # from minedraft import registry
 
 
 def test_strongly_connected_finds_a_planted_loop():

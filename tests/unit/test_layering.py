@@ -23,7 +23,7 @@ LAYERS = (
                 "minedraft.rank", "minedraft.config", "minedraft.contract")),
     ("models", ("minedraft.cost_model", "minedraft.metrics")),
     ("engine parts", ("minedraft.scheduling", "minedraft.process_drafter")),
-    ("front end", ("minedraft.selection",)),
+    ("front end", ("minedraft.engine_arguments",)),
     ("patches", ("minedraft.monkeypatch",)),
     ("worker", ("minedraft.worker",)),
     ("entry points", ("minedraft.plugin", "minedraft.cli")),

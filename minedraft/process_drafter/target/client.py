@@ -8,7 +8,7 @@ file), then every later job returns no drafts at once, so the target keeps
 serving, exactly, at plain-decoding speed. The process speaks the child
 protocol (protocol.py), ends with the target's worker (minedraft/lifetime.py,
 in :mod:`minedraft.process_drafter.draft_engine.engine`) and is stopped by
-:meth:`DrafterClient.close`.
+:meth:`ProcessDrafterClient.close`.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ START_TIMEOUT_S = 900  # loading and warming the draft engine
 DRAFT_ENGINE = ("-m", "minedraft.process_drafter.draft_engine.engine")  # the draft engine's entry point
 
 
-class DrafterStartError(RuntimeError):
+class ProcessDrafterStartError(RuntimeError):
     """The draft engine process did not come up."""
 
 
-class DrafterClient:
+class ProcessDrafterClient:
     def __init__(self, engine_kwargs: dict[str, Any], device: DrafterDevice, k: int,
                  log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE) -> None:
         device.check_available()
@@ -50,7 +50,7 @@ class DrafterClient:
         ready = self.pipe.read(START_TIMEOUT_S)
         if ready is None or not ready.get("ready"):
             self.close()
-            raise DrafterStartError(
+            raise ProcessDrafterStartError(
                 f"minedraft: the draft engine process on {device} did not start; see {self.log_path}:\n"
                 + _tail(self.log_path))
         self.max_model_len: int = ready["max_model_len"]

@@ -1,14 +1,14 @@
-"""RemoteDraftProposer: the target worker's drafter when the draft model runs in its own process.
+"""ProcessDrafterProposer: the target worker's drafter when the draft model runs in its own process.
 
 vLLM builds it through its ``custom_class`` speculative method (the front end
 puts it there, see frontend.py) and calls ``load_model`` (start the draft
 engine) and ``propose``. MineDraft's model runner reaches it through its draft
 source instead (minedraft/process_drafter/target/source.py), because a job needs the
 requests' ids, which vLLM's proposer interface does not pass:
-:meth:`RemoteDraftProposer.prepare` makes a job that keeps only the tokens
+:meth:`ProcessDrafterProposer.prepare` makes a job that keeps only the tokens
 each request gained since its last job, so it costs nothing to hold it until
-the next step. :meth:`~RemoteDraftProposer.send` sends it,
-:meth:`~RemoteDraftProposer.receive` waits for the drafts at most
+the next step. :meth:`~ProcessDrafterProposer.send` sends it,
+:meth:`~ProcessDrafterProposer.receive` waits for the drafts at most
 ``drafter_timeout_s`` and applies the reply here (resyncs, statistics); the
 job turns the reply into drafts per row, the rows without them late
 (verified without drafts, which is exact, and counted).
@@ -38,8 +38,8 @@ from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.history import SentHistories, Update
-from minedraft.process_drafter.target.client import DRAFT_ENGINE, DrafterClient
-from minedraft.process_drafter.target.sent_context import SentContext
+from minedraft.process_drafter.target.client import DRAFT_ENGINE, ProcessDrafterClient
+from minedraft.process_drafter.target.context_queue import ContextQueue
 from minedraft.rank import tensor_parallel_rank
 from minedraft.registry import DRAFT_ENGINE_KEY
 
@@ -47,7 +47,7 @@ logger = get_logger(__name__)
 
 
 @dataclass(frozen=True)
-class RemoteDraftJob:
+class ProcessDrafterJob:
     """Drafts for ``req_ids`` (the batch's rows at capture); ``drafted`` are the rows that get some."""
 
     req_ids: list[str]
@@ -108,7 +108,7 @@ class JobStats:
         return line
 
 
-class RemoteDraftProposer:
+class ProcessDrafterProposer:
     """vLLM ``custom_class`` proposer: jobs for the draft engine process (minedraft/process_drafter/)."""
 
     # How the draft engine process is started (tests start a module of theirs, which injects faults).
@@ -122,12 +122,12 @@ class RemoteDraftProposer:
         self.k = vllm_config.speculative_config.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         self.sent = SentHistories()
-        self.client: DrafterClient | None = None
+        self.client: ProcessDrafterClient | None = None
         self.stats = JobStats()
         self.drives_engine = tensor_parallel_rank() == 0
         # A DFlash draft's (set once its engine is up): the target layers whose hidden states it takes.
         self.context_layers: tuple[int, ...] = ()
-        self.context: SentContext | None = None
+        self.context: ContextQueue | None = None
         self.writer: ContextWriter | None = None
         self._unread: int | None = None  # a job that carried rows and whose reply nobody awaited
 
@@ -138,14 +138,14 @@ class RemoteDraftProposer:
         end_with_vllm_parent()
         if not self.drives_engine:
             return
-        self.client = DrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
+        self.client = ProcessDrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
         if method_of_engine(self.engine_kwargs).sends_context:
             if not self.client.context_layers:
                 raise RuntimeError("minedraft: the DFlash draft names no target layers (dflash_config."
                                    "target_layer_ids): its context cannot be sent to the process drafter.")
             self.context_layers = tuple(self.client.context_layers)
-            self.context, self.writer = SentContext(), ContextWriter()
+            self.context, self.writer = ContextQueue(), ContextWriter()
 
     @property
     def takes_hidden_states(self) -> bool:
@@ -157,7 +157,7 @@ class RemoteDraftProposer:
         self.context.add(entries, rows)
 
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
-                token_ids_cpu, **_: Any) -> RemoteDraftJob:
+                token_ids_cpu, **_: Any) -> ProcessDrafterJob:
         """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
         ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
         releases: the draft engine's sessions take the tokens they missed with the next job that drafts.
@@ -178,10 +178,10 @@ class RemoteDraftProposer:
             updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
             drafted.append(req_id)
         if self.context is not None:  # releases go with the context, when the job is sent
-            return RemoteDraftJob(list(req_ids), drafted, [], [], depth, next_tokens)
-        return RemoteDraftJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
+            return ProcessDrafterJob(list(req_ids), drafted, [], [], depth, next_tokens)
+        return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
 
-    def send(self, job: RemoteDraftJob) -> int | None:
+    def send(self, job: ProcessDrafterJob) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""
         message = job.message() if self.context is None else self._with_context(job)
         job_id = None if message is None else self.client.send(message)
@@ -189,7 +189,7 @@ class RemoteDraftProposer:
             self._unread = job_id  # a job with drafts is awaited anyway
         return job_id
 
-    def _with_context(self, job: RemoteDraftJob) -> dict[str, Any] | None:
+    def _with_context(self, job: ProcessDrafterJob) -> dict[str, Any] | None:
         """A DFlash drafter's job: the releases and every context row captured since the last job
         (in shared memory), then the drafts. Sent even without drafts where rows are waiting: a
         step's hidden states exist only in its step."""
@@ -219,7 +219,7 @@ class RemoteDraftProposer:
             if reply is not None:
                 self.context.forget(reply["resync"])
 
-    def receive(self, job: RemoteDraftJob, job_id: int | None,
+    def receive(self, job: ProcessDrafterJob, job_id: int | None,
                 sent_at: float | None = None) -> MineDraftDraftTokenIds:
         """``job``'s drafts, waited for at most ``timeout_s``; ``sent_at``: an inline job's send, timed."""
         if not job.drafted:  # nothing to wait for (a job that only releases: its reply is dropped as stale)
@@ -234,7 +234,7 @@ class RemoteDraftProposer:
         # order), so the next job's updates start where this one's ended.
         return job.result(reply)
 
-    def round_trip(self, job: RemoteDraftJob) -> MineDraftDraftTokenIds:
+    def round_trip(self, job: ProcessDrafterJob) -> MineDraftDraftTokenIds:
         """Inline (a plain-SD step): send and wait; the round trip is timed."""
         sent_at = time.perf_counter()
         return self.receive(job, self.send(job), sent_at)

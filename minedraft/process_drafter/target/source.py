@@ -1,6 +1,6 @@
 """The process drafter as a draft source: jobs sent to the draft engine process, drafts collected with a bound.
 
-vLLM built :class:`~minedraft.process_drafter.target.proposer.RemoteDraftProposer`
+vLLM built :class:`~minedraft.process_drafter.target.proposer.ProcessDrafterProposer`
 as this worker's drafter (the front end put it in the speculative config).
 A job holds only the tokens each request gained since its last job, so a
 deferred call costs nothing to hold until the next step: ``start`` sends it,
@@ -19,16 +19,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
-from minedraft.process_drafter.target.proposer import RemoteDraftJob, RemoteDraftProposer
+from minedraft.process_drafter.target.proposer import ProcessDrafterJob, ProcessDrafterProposer
 
 
-class ProcessDraftSource(DraftSource):
-    def __init__(self, proposer: RemoteDraftProposer) -> None:
+class ProcessDrafterSource(DraftSource):
+    def __init__(self, proposer: ProcessDrafterProposer) -> None:
         super().__init__()
         self.proposer = proposer
-        self._sent: tuple[RemoteDraftJob, int | None] | None = None  # the running job and its id
+        self._sent: tuple[ProcessDrafterJob, int | None] | None = None  # the running job and its id
 
-    def _prepare(self, call: ProposeCall) -> RemoteDraftJob:
+    def _prepare(self, call: ProposeCall) -> ProcessDrafterJob:
         return self.proposer.prepare(call.req_ids, call.depth, *call.args, **call.kwargs)
 
     def draft_now(self, call: ProposeCall) -> list[list[int]]:
@@ -40,7 +40,7 @@ class ProcessDraftSource(DraftSource):
         self._keep(drafts.without_drafts())  # its rows go back through vLLM's runner, its late ones here
         return drafts.draft_token_ids
 
-    def _run(self, job: RemoteDraftJob | None) -> None:
+    def _run(self, job: ProcessDrafterJob | None) -> None:
         if job is not None:
             self._sent = job, self.proposer.send(job)
 

@@ -4,7 +4,7 @@ vLLM's DFlash drafter, in the target's worker, projects the target's hidden
 states (auxiliary layers side by side) of every token the target computed and
 kept into its context K/V. For the process drafter the runner copies those
 rows out each step and the proposer sends them with its next job
-(process_drafter/target/sent_context.py). Per request of the step, in the batch's
+(process_drafter/target/context_queue.py). Per request of the step, in the batch's
 row order (the order of the step's tokens):
 
 * a prompt chunk: all its tokens (a chunk that ends the prompt also samples

@@ -12,7 +12,7 @@ from minedraft.config.validation import _keep_gpu_drafter_eager, validate_vllm_c
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_kv_connectors_are_not_refused(device):
-    """They run on MineDraft's stock path (stock_path.py); MineDraft's counters beside a connector's
+    """They run on MineDraft's stock path (overlap_coverage.py); MineDraft's counters beside a connector's
     statistics: tests/unit/metrics/test_stats.py."""
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(num_speculative_tokens=3),

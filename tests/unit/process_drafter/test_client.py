@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from minedraft.config.placement import DrafterDevice
-from minedraft.process_drafter.target.client import DrafterClient, DrafterStartError
+from minedraft.process_drafter.target.client import ProcessDrafterClient, ProcessDrafterStartError
 
 FAKE_ENGINE = textwrap.dedent("""
     import os
@@ -40,8 +40,9 @@ def start(tmp_path):
     script.write_text(FAKE_ENGINE)
     clients = []
 
-    def start_client(**engine) -> DrafterClient:
-        client = DrafterClient(engine, DrafterDevice.parse("cpu:0"), 3, log_dir=str(tmp_path), entry=[str(script)])
+    def start_client(**engine) -> ProcessDrafterClient:
+        client = ProcessDrafterClient(engine, DrafterDevice.parse("cpu:0"), 3, log_dir=str(tmp_path),
+                                      entry=[str(script)])
         clients.append(client)
         return client
 
@@ -73,6 +74,6 @@ def test_a_drafter_that_exits_is_gone_after_one_error_line(start, caplog):
 
 
 def test_a_drafter_that_does_not_start_is_one_error_with_its_log(start):
-    with pytest.raises(DrafterStartError, match="did not start") as err:
+    with pytest.raises(ProcessDrafterStartError, match="did not start") as err:
         start(fail="none on disk")
     assert "no draft model: none on disk" in str(err.value)

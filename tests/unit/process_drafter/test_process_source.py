@@ -6,7 +6,7 @@ import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
 from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCall
-from minedraft.process_drafter.target.source import ProcessDraftSource
+from minedraft.process_drafter.target.source import ProcessDrafterSource
 
 
 def _call(histories: dict[str, list[int]], sampled: list[list[int]], depth: int = 3) -> ProposeCall:
@@ -17,7 +17,7 @@ def _call(histories: dict[str, list[int]], sampled: list[list[int]], depth: int 
 
 def test_a_deferred_job_is_sent_when_started_and_its_drafts_collected():
     client = FakeClient()
-    source = ProcessDraftSource(fake_proposer(client))
+    source = ProcessDrafterSource(fake_proposer(client))
     source.defer(_call({"a": [5, 6, 7], "b": [8, 9]}, [[7], []]))  # b: a prefill chunk
     assert client.sent == []  # held until the next step
     source.start(["a", "b"])
@@ -27,14 +27,14 @@ def test_a_deferred_job_is_sent_when_started_and_its_drafts_collected():
 
 
 def test_rows_a_late_drafter_leaves_without_drafts_are_late():
-    source = ProcessDraftSource(fake_proposer(FakeClient(late=True)))
+    source = ProcessDrafterSource(fake_proposer(FakeClient(late=True)))
     source.defer(_call({"a": [1, 2], "b": [3, 4]}, [[2], [4]]))
     source.start([])
     assert source.collect() == MineDraftDraftTokenIds(["a", "b"], [[], []], ["a", "b"])
 
 
 def test_drafting_now_joins_the_running_job_and_keeps_late_requests_for_collect():
-    source = ProcessDraftSource(fake_proposer(FakeClient(late={2})))  # job 1 in time, job 2 late
+    source = ProcessDrafterSource(fake_proposer(FakeClient(late={2})))  # job 1 in time, job 2 late
     source.defer(_call({"a": [1, 2]}, [[2]]))
     source.start([])
     drafts = source.draft_now(_call({"b": [3, 4]}, [[4]]))
@@ -44,7 +44,7 @@ def test_drafting_now_joins_the_running_job_and_keeps_late_requests_for_collect(
 
 def test_finished_requests_are_released_with_the_next_job():
     client = FakeClient()
-    source = ProcessDraftSource(fake_proposer(client))
+    source = ProcessDrafterSource(fake_proposer(client))
     source.draft_now(_call({"a": [1, 2]}, [[2]]))
     source.begin_step(["a"])
     source.draft_now(_call({"b": [3]}, [[3]]))
@@ -52,7 +52,7 @@ def test_finished_requests_are_released_with_the_next_job():
 
 
 def test_a_failing_reply_is_a_draft_lane_error():
-    source = ProcessDraftSource(fake_proposer(FakeClient(fail=ValueError("bad reply"))))
+    source = ProcessDrafterSource(fake_proposer(FakeClient(fail=ValueError("bad reply"))))
     source.defer(_call({"a": [1, 2]}, [[2]]))
     source.start([])
     with pytest.raises(DraftLaneError, match="bad reply"):
@@ -61,5 +61,5 @@ def test_a_failing_reply_is_a_draft_lane_error():
 
 def test_shutdown_stops_the_draft_engine():
     client = FakeClient()
-    ProcessDraftSource(fake_proposer(client)).shutdown()
+    ProcessDrafterSource(fake_proposer(client)).shutdown()
     assert client.closed

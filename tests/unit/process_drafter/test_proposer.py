@@ -8,7 +8,7 @@ import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
 from minedraft.contract import MineDraftDraftTokenIds
-from minedraft.process_drafter.target.proposer import RemoteDraftJob
+from minedraft.process_drafter.target.proposer import ProcessDrafterJob
 
 
 def test_proposer_jobs_draft_decodes_only_and_send_only_new_tokens():
@@ -67,8 +67,8 @@ def test_a_job_without_rows_to_draft_is_not_awaited():
 
 def test_an_empty_job_is_not_sent():
     proposer = fake_proposer(FakeClient())
-    assert RemoteDraftJob(["b"], [], [], [], 3).message() is None
-    assert proposer.send(RemoteDraftJob(["b"], [], [], [], 3)) is None
+    assert ProcessDrafterJob(["b"], [], [], [], 3).message() is None
+    assert proposer.send(ProcessDrafterJob(["b"], [], [], [], 3)) is None
 
 
 def test_jobs_carry_the_steps_depth_and_depth_0_sends_nothing_until_the_next_draft():
@@ -98,7 +98,8 @@ class FakeDFlashClient:
         message = self.sent[job_id - 1]
         lost = sorted(self.lose & {e[0] for e in message.get("context", {}).get("entries", ())})
         return {"job": job_id, "resync": lost, "draft_s": 0.001,
-                "drafts": [[] if r in lost else [t + 1, t + 2, t + 3] for r, t in zip(message["draft"], message["next"])]}
+                "drafts": [[] if r in lost else [t + 1, t + 2, t + 3]
+                           for r, t in zip(message["draft"], message["next"])]}
 
     def close(self):
         self.closed = True
@@ -108,10 +109,10 @@ def dflash_proposer(client):
     import torch
 
     from minedraft.process_drafter.context_channel import ContextWriter
-    from minedraft.process_drafter.target.sent_context import SentContext
+    from minedraft.process_drafter.target.context_queue import ContextQueue
 
     proposer = fake_proposer(client)
-    proposer.context_layers, proposer.context, proposer.writer = (1, 2), SentContext(), ContextWriter()
+    proposer.context_layers, proposer.context, proposer.writer = (1, 2), ContextQueue(), ContextWriter()
     return proposer, lambda req_id, start, n: ([[req_id, start, n, list(range(start, start + n)), None]],
                                                [torch.zeros(n, 4)])
 

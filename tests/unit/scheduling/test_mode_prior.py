@@ -9,7 +9,7 @@ from minedraft.scheduling.mode_policy import Load
 from minedraft.scheduling.mode_prior import make_prior, placement
 
 
-@pytest.mark.parametrize("where", ["cpu-threads", "gpu-stream", "serial"])
+@pytest.mark.parametrize("where", ["cpu-threads", "gpu-stream", "inline"])
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_prior_rules_out_shared_hardware_at_equal_concurrency(where, k):
     prior = make_prior(where)
@@ -18,16 +18,16 @@ def test_prior_rules_out_shared_hardware_at_equal_concurrency(where, k):
 
 
 def test_serial_lane_can_never_win_and_dedicated_hardware_has_no_prior():
-    serial, threads = make_prior("serial"), make_prior("cpu-threads")
+    inline, threads = make_prior("inline"), make_prior("cpu-threads")
     for k in (1, 3, 5):
         for n in (2, 16, 256, 1024, 4096):
-            assert serial(Load.of(n, k)) < 1.0, (k, n)
+            assert inline(Load.of(n, k)) < 1.0, (k, n)
     # Even where the thread lane is predicted to win (many requests, k = 1).
     assert threads(Load.of(1024, 1)) > 1.0
     assert make_prior("dedicated") is None
     assert placement("cpu", "overlap") == "cpu-threads"
     assert placement("cuda", "overlap") == "gpu-stream"
-    assert placement("cuda", "serial") == placement("cpu", "serial") == "serial"
+    assert placement("cuda", "serial") == placement("cpu", "serial") == "inline"
     with pytest.raises(ValueError, match="unknown placement"):
         make_prior("elsewhere")
 

@@ -17,10 +17,10 @@ from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.process_drafter.target.source import NoDraftSource, ProcessDraftSource
+from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
-from minedraft.worker.in_process.draft_job import DraftJob, as_lists
+from minedraft.worker.in_process.draft_job import as_lists, DraftJob
 from minedraft.worker.in_process.lanes import InlineLane
 from minedraft.worker.in_process.source import InProcessDraftSource
 from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
@@ -90,7 +90,7 @@ def _step(runner: Runner, histories: dict[str, list[int]], draft_only: list[str]
 
 def test_the_drafter_vllm_built_chooses_the_source_once():
     assert isinstance(Runner(Drafter()).draft_source, InProcessDraftSource)
-    assert isinstance(Runner(fake_proposer(FakeClient()), "custom_class").draft_source, ProcessDraftSource)
+    assert isinstance(Runner(fake_proposer(FakeClient()), "custom_class").draft_source, ProcessDrafterSource)
 
 
 def test_a_tensor_parallel_rank_other_than_0_drafts_nothing_beside_the_process_drafter():

@@ -1,4 +1,4 @@
-"""Selecting MineDraft (minedraft/selection.py): what it changes in vLLM's engine arguments, nothing
+"""Selecting MineDraft (minedraft/engine_arguments.py): what it changes in vLLM's engine arguments, nothing
 for other users, and one-line errors before model load."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 import pytest
 from scheduler_harness import engine_args
 
-from minedraft import registry, selection
+from minedraft import engine_arguments, registry
 from minedraft.config.settings import MineDraftSettings
 from minedraft.config.validation import MineDraftConfigError
 from minedraft.scheduling.scheduler import MineDraftScheduler
@@ -93,16 +93,16 @@ def test_the_process_drafter_refuses_what_would_take_the_stock_path(model_dir):
 
 
 def test_v1_model_runner_is_forced_and_a_v2_request_refused(monkeypatch):
-    monkeypatch.delenv(selection.V2_RUNNER_ENV, raising=False)
-    selection.force_v1_model_runner()
+    monkeypatch.delenv(engine_arguments.V2_RUNNER_ENV, raising=False)
+    engine_arguments.force_v1_model_runner()
     import os
 
     import vllm.envs as envs
 
-    assert os.environ[selection.V2_RUNNER_ENV] == "0" and envs.VLLM_USE_V2_MODEL_RUNNER is False
-    monkeypatch.setenv(selection.V2_RUNNER_ENV, "1")
+    assert os.environ[engine_arguments.V2_RUNNER_ENV] == "0" and envs.VLLM_USE_V2_MODEL_RUNNER is False
+    monkeypatch.setenv(engine_arguments.V2_RUNNER_ENV, "1")
     with pytest.raises(MineDraftConfigError, match="VLLM_USE_V2_MODEL_RUNNER='1'"):
-        selection.force_v1_model_runner()
+        engine_arguments.force_v1_model_runner()
 
 
 def test_cuda_gets_the_gpu_worker_and_one_warning(monkeypatch, caplog):
@@ -111,7 +111,7 @@ def test_cuda_gets_the_gpu_worker_and_one_warning(monkeypatch, caplog):
     monkeypatch.setattr(type(current_platform), "is_cpu", lambda self: False)
     monkeypatch.setattr(type(current_platform), "is_cuda", lambda self: True)
     with caplog.at_level(logging.WARNING):
-        assert selection._default_worker_qualname() == registry.GPU_WORKER_QUALNAME
+        assert engine_arguments._default_worker_qualname() == registry.GPU_WORKER_QUALNAME
     warnings = [r for r in caplog.records if "MineDraft on CUDA" in r.getMessage()]
     assert len(warnings) == 1 and "not yet run inside vLLM on a GPU" in warnings[0].getMessage()
 
@@ -129,7 +129,7 @@ def test_cuda_gets_the_gpu_worker_and_one_warning(monkeypatch, caplog):
 def test_a_tensor_parallel_target_drafts_in_process_on_the_serial_lane(caplog, given, tp, lane):
     settings = MineDraftSettings.parse({"minedraft": given}, environ={})
     with caplog.at_level(logging.INFO, logger="minedraft"):
-        chosen = selection.lane_for_tensor_parallelism(settings, tp)
+        chosen = engine_arguments.lane_for_tensor_parallelism(settings, tp)
     assert chosen.lane == lane and chosen.drafter == settings.drafter
     said = [r.getMessage() for r in caplog.records if "serial lane" in r.getMessage()]
     assert len(said) == (settings.lane != lane), said

@@ -1,4 +1,4 @@
-"""minedraft/config/stock_path.py: what runs on MineDraft's stock path, and the reason given."""
+"""minedraft/config/overlap_coverage.py: what runs on MineDraft's stock path, and the reason given."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from minedraft.config.methods import names_where
-from minedraft.config.stock_path import stock_path_reason
+from minedraft.config.overlap_coverage import not_overlapped_reason
 from minedraft.registry import PROPOSER_QUALNAME
 
 
@@ -27,23 +27,23 @@ def _config(device: str = "cpu", **changes) -> SimpleNamespace:
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 @pytest.mark.parametrize("method", names_where("overlaps"))
 def test_the_methods_the_deferred_call_covers_overlap(method, device):
-    assert stock_path_reason(_config(device, **{"speculative_config.method": method})) is None
+    assert not_overlapped_reason(_config(device, **{"speculative_config.method": method})) is None
 
 
 def test_data_parallelism_overlaps_on_a_dense_model_and_runs_stock_on_a_moe_one():
     # A dense model's ranks are independent engines, each with MineDraft's scheduler and worker.
-    assert stock_path_reason(_config(**{"parallel_config.data_parallel_size": 2})) is None
-    said = stock_path_reason(_config(**{"parallel_config.data_parallel_size": 2, "model_config.is_moe": True}))
+    assert not_overlapped_reason(_config(**{"parallel_config.data_parallel_size": 2})) is None
+    said = not_overlapped_reason(_config(**{"parallel_config.data_parallel_size": 2, "model_config.is_moe": True}))
     assert said is not None and said.startswith("data parallelism with a mixture-of-experts model")
-    assert stock_path_reason(_config(**{"model_config.is_moe": True})) is None
+    assert not_overlapped_reason(_config(**{"model_config.is_moe": True})) is None
 
 
 def test_parallel_drafting_overlaps():  # PARD, P-EAGLE
-    assert stock_path_reason(_config(**{"speculative_config.parallel_drafting": True})) is None
+    assert not_overlapped_reason(_config(**{"speculative_config.parallel_drafting": True})) is None
 
 
 def test_probabilistic_drafts_overlap():  # the process drafter refuses them (process_drafter/frontend.py)
-    assert stock_path_reason(_config(**{"speculative_config.draft_sample_method": "probabilistic"})) is None
+    assert not_overlapped_reason(_config(**{"speculative_config.draft_sample_method": "probabilistic"})) is None
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
@@ -52,19 +52,19 @@ def test_a_kv_connector_runs_stock(device):
     draft pass wrote them."""
     config = _config(device)
     config.kv_transfer_config = SimpleNamespace(kv_connector="ExampleConnector")
-    said = stock_path_reason(config)
+    said = not_overlapped_reason(config)
     assert said is not None and said.startswith("KV connector ExampleConnector") and "\n" not in said
     config.kv_transfer_config = SimpleNamespace(kv_connector=None)  # vLLM's config without a connector
-    assert stock_path_reason(config) is None
+    assert not_overlapped_reason(config) is None
 
 
 def test_suffix_decoding_overlaps():  # through a view of its step's batch (worker/suffix_batch.py)
-    assert stock_path_reason(_config(**{"speculative_config.method": "suffix"})) is None
+    assert not_overlapped_reason(_config(**{"speculative_config.method": "suffix"})) is None
 
 
 def test_the_process_drafter_overlaps():
     config = _config(**{"speculative_config.method": "custom_class", "speculative_config.model": PROPOSER_QUALNAME})
-    assert stock_path_reason(config) is None
+    assert not_overlapped_reason(config) is None
 
 
 @pytest.mark.parametrize(("change", "reason"), [
@@ -73,7 +73,7 @@ def test_the_process_drafter_overlaps():
     ({"speculative_config.disable_padded_drafter_batch": True}, "disable_padded_drafter_batch"),
 ])
 def test_what_the_deferred_call_does_not_carry_runs_stock(change, reason):
-    said = stock_path_reason(_config(**change))
+    said = not_overlapped_reason(_config(**change))
     assert said is not None and said.startswith(reason) and "\n" not in said
 
 
@@ -83,6 +83,6 @@ def test_what_the_deferred_call_does_not_carry_runs_stock(change, reason):
     ({"model_config.is_hybrid": True}, "hybrid"),
 ])
 def test_what_the_gpu_lane_does_not_cover_runs_stock_on_gpu_only(change, reason):
-    assert stock_path_reason(_config("cpu", **change)) is None
-    said = stock_path_reason(_config("cuda", **change))
+    assert not_overlapped_reason(_config("cpu", **change)) is None
+    said = not_overlapped_reason(_config("cuda", **change))
     assert said is not None and reason in said

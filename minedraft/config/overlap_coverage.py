@@ -5,7 +5,7 @@ overlap does not cover one yet, the engine takes MineDraft's stock path: its
 scheduler in mode ``stock`` (every step is plain speculative decoding,
 scheduled by vLLM's own code and counted in the ``minedraft:*`` metrics) and
 vLLM's own worker, so the drafter runs exactly as in vLLM. The front end says
-why in one INFO line (``selection.settle_selected_config``).
+why in one INFO line (``engine_arguments.settle_selected_config``).
 
 The overlap covers a drafter whose ``propose`` call the deferred job carries
 one step later (``worker/runner_mixin.py``), checked on the kit's checkpoints:
@@ -30,7 +30,7 @@ def is_process_drafter(spec: Any) -> bool:
     return method_of(spec).custom and spec.model == PROPOSER_QUALNAME
 
 
-def stock_path_reason(vllm_config: Any) -> str | None:
+def not_overlapped_reason(vllm_config: Any) -> str | None:
     """Why this configuration cannot overlap yet (one clause), or None where it can."""
     spec = vllm_config.speculative_config
     if not is_process_drafter(spec) and not method_of(spec).overlaps:
@@ -57,7 +57,7 @@ def stock_path_reason(vllm_config: Any) -> str | None:
 def _gpu_stock_path_reason(vllm_config: Any) -> str | None:
     """What the GPU side-stream lane's design does not cover yet (RFC.md §2.2 and §7)."""
     # Tensor parallelism is not here: its in-process drafter drafts on the serial lane, as on CPU
-    # (selection.lane_for_tensor_parallelism), and the process drafter talks to rank 0 alone.
+    # (engine_arguments.lane_for_tensor_parallelism), and the process drafter talks to rank 0 alone.
     if vllm_config.parallel_config.enable_dbo:
         return "dual-batch overlap (--enable-dbo) splits the batch that MineDraft's groups split"
     backend = vllm_config.attention_config.backend

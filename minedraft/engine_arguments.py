@@ -13,8 +13,8 @@ from typing import Any
 
 from minedraft import registry
 from minedraft.config.environment import inherited
+from minedraft.config.overlap_coverage import is_process_drafter, not_overlapped_reason
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
-from minedraft.config.stock_path import is_process_drafter, stock_path_reason
 from minedraft.config.validation import (
     MineDraftConfigError,
     validate_engine_args,
@@ -47,12 +47,12 @@ def settle_selected_config(vllm_config: Any, worker_cls_given: str) -> None:
     """MineDraft's path or its stock path, decided on vLLM's resolved config (the method vLLM
     inferred, its defaults), then the worker and the final settings.
 
-    On the stock path (config/stock_path.py) the worker stays vLLM's and the scheduler runs in mode
+    On the stock path (config/overlap_coverage.py) the worker stays vLLM's and the scheduler runs in mode
     ``stock``: exact as vLLM, one INFO line saying why. ``worker_cls_given``: the user's
     ``--worker-cls`` ("auto" unless they named one; then it is theirs on either path)."""
     validate_selected_config(vllm_config)
     settings = MineDraftSettings.of(vllm_config)
-    reason = stock_path_reason(vllm_config)
+    reason = not_overlapped_reason(vllm_config)
     if reason is not None and is_process_drafter(vllm_config.speculative_config):
         refuse_on_stock_path(reason)
     if reason is not None:

@@ -22,7 +22,7 @@ Entry = list  # [request id, first position, rows, their tokens, the prefix or N
 
 
 @dataclass
-class SentContext:
+class ContextQueue:
     entries: list[Entry] = field(default_factory=list)
     rows: list[torch.Tensor] = field(default_factory=list)  # one tensor per entry
     at_drafter: set[str] = field(default_factory=set)  # requests whose context the drafter has (or will)

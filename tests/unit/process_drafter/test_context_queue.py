@@ -1,10 +1,10 @@
-"""The target's side of a DFlash drafter's context (minedraft/process_drafter/target/sent_context.py)."""
+"""The target's side of a DFlash drafter's context (minedraft/process_drafter/target/context_queue.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from minedraft.process_drafter.target.sent_context import SentContext
+from minedraft.process_drafter.target.context_queue import ContextQueue
 
 
 def rows(n: int, value: float) -> torch.Tensor:
@@ -12,7 +12,7 @@ def rows(n: int, value: float) -> torch.Tensor:
 
 
 def test_rows_wait_for_the_next_job_in_order_with_the_releases_first():
-    context = SentContext()
+    context = ContextQueue()
     context.add([["a", 0, 2, [1, 2], None], ["b", 0, 1, [3], None]], [rows(2, 1.0), rows(1, 2.0)])
     context.add([["a", 2, 1, [4], None]], [rows(1, 3.0)])
     released, entries, taken = context.take()
@@ -24,7 +24,7 @@ def test_rows_wait_for_the_next_job_in_order_with_the_releases_first():
 
 
 def test_a_released_request_s_waiting_rows_are_dropped():
-    context = SentContext()
+    context = ContextQueue()
     context.add([["a", 0, 2, [1, 2], None], ["b", 0, 1, [3], None]], [rows(2, 1.0), rows(1, 2.0)])
     context.release(["a"])
     released, entries, taken = context.take()
@@ -32,7 +32,7 @@ def test_a_released_request_s_waiting_rows_are_dropped():
 
 
 def test_a_request_the_drafter_lost_sends_nothing_until_it_is_released():
-    context = SentContext()
+    context = ContextQueue()
     context.add([["a", 0, 2, [1, 2], None]], [rows(2, 1.0)])
     context.forget(["a"])
     context.add([["a", 2, 1, [3], None]], [rows(1, 1.0)])
