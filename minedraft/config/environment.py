@@ -43,7 +43,9 @@ VARIABLES = (
     Variable("MINEDRAFT_CAPTURE_MAX_MIB", "capture_max_mib", "front end",
              "largest deferred draft call copied for the lane (default 64); larger ones draft inline"),
     Variable("MINEDRAFT_SPECULATION_DEPTH", "speculation_depth", "front end",
-             "auto (the default in mode auto: each step's depth from a step-cost model and measured acceptance) or fixed (num_speculative_tokens)"),
+             "auto (the default in mode auto: each step's depth from a step-cost model and measured acceptance, "
+             "each request's verified drafts from its own), step (the step's depth alone) or fixed "
+             "(num_speculative_tokens)"),
     Variable("MINEDRAFT_IDLE_DRAFTER", "idle_drafter", "front end",
              "skip (default: at depth 0 the draft model or EAGLE head catches up when it next drafts) or run (as vLLM)"),
     Variable("MINEDRAFT_CATCH_UP_MAX_MIB", "catch_up_max_mib", "front end",

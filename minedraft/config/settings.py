@@ -28,7 +28,7 @@ LANES = ("overlap", "serial")
 # field -> environment variable (the table: environment.py)
 ENV = ENGINE_SETTINGS
 DRAFTERS = ("in-process", "process")
-DEPTHS = ("fixed", "auto")
+DEPTHS = ("fixed", "auto", "step")
 IDLE_DRAFTERS = ("skip", "run")
 FIRST_TOKENS = ("early", "after_drafts")
 
@@ -67,9 +67,11 @@ class MineDraftSettings:
     # scheduled tokens). A larger step (a long prefill chunk) drafts inline
     # instead: exact either way, it only loses that step's overlap. 0: never defer.
     capture_max_mib: float = 64.0
-    # The speculation depth of each step: fixed (num_speculative_tokens, as vLLM) or auto (the
+    # The speculation depth of each step: fixed (num_speculative_tokens, as vLLM), auto (the
     # goodput controller, scheduling/depth_controller.py: 0..num_speculative_tokens per load,
-    # from measured tokens/s). Unset: auto in mode auto, fixed otherwise, and fixed where the
+    # from measured tokens/s, and each request's verified drafts cut to those its acceptance pays
+    # for, scheduling/request_depths.py) or step (the controller alone, every request verifying
+    # the step's drafts). Unset: auto in mode auto, fixed otherwise, and fixed where the
     # user gives vLLM's num_speculative_tokens_per_batch_size (see depth_control). Not in stock
     # mode, which stays vLLM's behaviour.
     speculation_depth: str | None = None

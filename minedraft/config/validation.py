@@ -94,10 +94,10 @@ def _check_depth_table(vllm_config: VllmConfig) -> None:
     depth up per step; a deferred call keeps the depth of its step), except with what chooses the
     depth otherwise."""
     settings = MineDraftSettings.of(vllm_config)
-    if settings.speculation_depth == "auto":
+    if settings.speculation_depth in ("auto", "step"):
         raise MineDraftConfigError(
-            "num_speculative_tokens_per_batch_size and speculation_depth=auto both choose the depth of each "
-            "step: drop one of them.")
+            f"num_speculative_tokens_per_batch_size and speculation_depth={settings.speculation_depth} both "
+            "choose the depth of each step: drop one of them.")
 
 
 def _check_num_spec_tokens(k: Any) -> None:

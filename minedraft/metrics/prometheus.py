@@ -24,6 +24,11 @@ _COUNTERS = {
     "late_drafts": "Requests verified without drafts because the process drafter was late or gone.",
     "arrival_skips": "Plain SD drafting rounds skipped so that a newly arrived request's prefill "
     "did not wait for them.",
+    "drafts_cut": "Drafts not verified because their request asked for fewer (extra_args "
+    "num_speculative_tokens) or passed the speculative max_model_len.",
+    "drafts_trimmed": "Drafts not verified because their request's measured acceptance did not pay for their "
+    "verification (speculation_depth=auto).",
+    "past_spec_max_len": "Requests that passed the speculative config's max_model_len: no drafts verified since.",
     "depth_rechecks": "Re-checks the depth controller began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",
 }
@@ -54,10 +59,14 @@ class MineDraftMetrics:
         }
         self.steps_by_depth = prometheus_client.Counter(
             "minedraft:steps_by_depth", "Engine steps by the speculation depth they drafted at.", ["engine", "depth"])
+        self.requests_by_drafts = prometheus_client.Counter(
+            "minedraft:requests_by_drafts", "Requests verified with drafts, by how many of their drafts the "
+            "target verified (after each request's own cut).", ["engine", "drafts"])
         self.since_last_log: dict[int, MineDraftStats] = {}
         # Each engine's labelled series, looked up once: ``labels()`` sorts and locks on every
         # call, and ``observe`` runs once per engine step.
-        self._series: dict[int, tuple[list, list, dict[str, prometheus_client.Counter]]] = {}
+        self._series: dict[int, tuple[list, list, dict[str, prometheus_client.Counter],
+                                      dict[str, prometheus_client.Counter]]] = {}
 
     @classmethod
     def get(cls) -> MineDraftMetrics:
@@ -66,7 +75,7 @@ class MineDraftMetrics:
         return cls._instance
 
     def observe(self, stats: MineDraftStats, engine: int = 0) -> None:
-        counters, gauges, by_depth = self._engine_series(engine)
+        counters, gauges, by_depth, by_drafts = self._engine_series(engine)
         for name, series in counters:
             if value := getattr(stats, name):
                 series.inc(value)
@@ -76,17 +85,22 @@ class MineDraftMetrics:
             if (series := by_depth.get(depth)) is None:
                 series = by_depth[depth] = self.steps_by_depth.labels(engine=str(engine), depth=depth)
             series.inc(steps)
+        for drafts, requests in stats.requests_by_drafts.items():
+            if (series := by_drafts.get(drafts)) is None:
+                series = by_drafts[drafts] = self.requests_by_drafts.labels(engine=str(engine), drafts=drafts)
+            series.inc(requests)
         acc = self.since_last_log.setdefault(engine, MineDraftStats())
         for name in _COUNTERS:
             setattr(acc, name, getattr(acc, name) + getattr(stats, name))
 
-    def _engine_series(self, engine: int) -> tuple[list, list, dict]:
+    def _engine_series(self, engine: int) -> tuple[list, list, dict, dict]:
         if (series := self._series.get(engine)) is None:
             label = str(engine)
             # Created at an engine's first step: exported from then on, at 0 until counted.
             series = self._series[engine] = (
                 [(name, counter.labels(engine=label)) for name, counter in self.counters.items()],
                 [(name, gauge.labels(engine=label)) for name, gauge in self.gauges.items()],
+                {},
                 {},
             )
         return series

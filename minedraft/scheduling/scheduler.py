@@ -8,9 +8,12 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   ``next_decode_eligible_step`` one step ahead (vLLM's RUNNING loop skips them:
   no tokens, no token budget, no ``allocate_slots``), and where vLLM's drafter
   drafts only K (parallel drafting, suffix decoding) under ``speculation_depth:
-  auto``, each request's drafts are cut to the depth controller's choice; afterwards the step is
+  auto``, each request's drafts are cut to the depth controller's choice, to the request's own
+  limit (scheduling/request_limits.py) and, under ``speculation_depth: auto``, to those its
+  measured acceptance pays for (scheduling/request_depths.py); afterwards the step is
   classified as parallel or fallback and the lane plan is attached to the
   output (``MineDraftSchedulerOutput``).
+* ``add_request``: a request's limit on its drafts (``extra_args``) is read once.
 * ``update_from_output``: the step's output tokens are noted for the mode
   policy (``auto`` runs plain SD unless parallel steps are measured to win at
   the current load, see scheduling/mode_policy.py); the step's duration is taken
@@ -66,6 +69,8 @@ from minedraft.scheduling.depth_prior import speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
+from minedraft.scheduling.request_depths import RequestDepths
+from minedraft.scheduling.request_limits import RequestLimits, requested_limit
 
 logger = get_logger(__name__)
 
@@ -121,6 +126,10 @@ class MineDraftScheduler(Scheduler):
         self.depth_controller = self._make_depth_controller()
         if self.depth_controller is not None:
             self._depth = self.depth_controller.starting_depth()
+        # Each request's verified drafts cut to those its acceptance pays for; not where the user asked
+        # for the step-level depth alone (speculation_depth=step).
+        self.request_depths = (RequestDepths(self.num_spec_tokens) if self.depth_controller is not None
+                               and self.settings.speculation_depth != "step" else None)
         # Prefill and decode tokens of the last step: the load's mix for the next one.
         self._last_mix = (0, 0)
         # Whether the step scheduled last can have drafts to collect (expects_draft_tokens).
@@ -139,10 +148,16 @@ class MineDraftScheduler(Scheduler):
         self._held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
         # The KV slots vLLM reserves past each scheduled request's tokens for its drafter (K a step).
         self._lookahead_slots = self.num_lookahead_tokens
+        self.request_limits = RequestLimits(self.num_spec_tokens, _speculative_max_len(self.vllm_config))
+        if self.request_limits.max_model_len is not None and self.plans_lanes:
+            logger.info("MineDraft: a request longer than the speculative max_model_len (%d tokens, with its %d "
+                        "drafts) verifies no drafts from then on (scheduling/request_limits.py).",
+                        self.request_limits.max_model_len, self.num_spec_tokens)
 
     def _make_depth_controller(self) -> DepthController | None:
         has_table = self.dynamic_sd_lookup is not None
-        if self.settings.depth_control(has_table) != "auto" or self.settings.mode == "stock" or not self.plans_lanes:
+        if (self.settings.depth_control(has_table) not in ("auto", "step") or self.settings.mode == "stock"
+                or not self.plans_lanes):
             if has_table and self.settings.mode == "auto":
                 logger.info("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth "
                             "(the depth controller is off).")
@@ -189,6 +204,15 @@ class MineDraftScheduler(Scheduler):
         return self.num_spec_tokens > 0
 
     # ------------------------------------------------------------------ schedule
+    def add_request(self, request: Request) -> None:
+        try:
+            limit = requested_limit(request.sampling_params)
+        except ValueError as e:  # the front end refuses it (patch request_validation); an engine core built alone
+            logger.warning("%s: request %s speculates as if it asked nothing", e, request.request_id)
+            limit = None
+        self.request_limits.add(request.request_id, limit)
+        super().add_request(request)
+
     def schedule(self, throttle_prefills: bool = False) -> SchedulerOutput:
         if not self.plans_lanes:
             return super().schedule(throttle_prefills)
@@ -202,13 +226,20 @@ class MineDraftScheduler(Scheduler):
         self._hold_back_for_this_step(allowed)
         if self._verified_depth_only:
             self._cut_drafts_to(load.k)
+        if self.request_limits.active:
+            self._cut_drafts_to_request_limits()
+        if self.request_depths is not None:
+            self._cut_drafts_that_do_not_pay()
         output = super().schedule(throttle_prefills)
         return self._plan_lanes(output, allowed, load, started)
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         if self.depth_controller is not None:
-            self.depth_controller.observe_verification(_verified(scheduler_output, model_runner_output))
+            verified = _verified(scheduler_output, model_runner_output)
+            self.depth_controller.observe_verification([(drafts, accepted) for _, drafts, accepted in verified])
+            if self.request_depths is not None:
+                self.request_depths.observe(verified)
         step, self._last_step = self._last_step, None
         # With nothing left to run the engine idles until the next request:
         # that gap is not step time, so such a step is not timed.
@@ -295,6 +326,41 @@ class MineDraftScheduler(Scheduler):
         for request in self.running:
             if len(request.spec_token_ids) > depth:
                 request.spec_token_ids = request.spec_token_ids[:depth]
+
+    def _cut_drafts_to_request_limits(self) -> None:
+        """Each running request's drafts cut to its own limit (scheduling/request_limits.py), as
+        ``_cut_drafts_to`` cuts them to a depth."""
+        limits = self.request_limits
+        limits.release([rid for rid in limits.request_ids if rid not in self.requests])  # finished
+        past = limits.past_length
+        cut = limits.cut(self.running)
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.drafts_cut += cut
+            stats.past_spec_max_len += limits.past_length - past
+
+    def _cut_drafts_that_do_not_pay(self) -> None:
+        """The drafts of each request verified in this step cut to those whose acceptance, measured per
+        request, pays for their verification in the step-cost model (scheduling/request_depths.py)."""
+        controller, depths = self.depth_controller, self.request_depths
+        depths.release([rid for rid in depths.request_ids if rid not in self.requests])  # finished
+        if not controller.costs.known:
+            return
+        due = [r for r in self.running if not r.is_prefill_chunk
+               and r.next_decode_eligible_step <= self.current_step + 1]  # not sitting this step out
+        drafts = sum(len(r.spec_token_ids) for r in due)
+        if not drafts:
+            return
+        decodes, depth = len(due), self._depth
+        token_s = controller.costs.token_seconds(decodes)
+        step_s = controller.costs.seconds(decodes, self.num_spec_tokens)[depth] + token_s * (drafts - decodes * depth)
+        before = dict(depths.by_depth)
+        trimmed = depths.cut(due, decodes, step_s, token_s, controller.acceptance.per_position())
+        for stats in (self.minedraft_stats, self.minedraft_totals):
+            stats.drafts_trimmed += trimmed
+            for kept, requests in depths.by_depth.items():
+                if requests != before.get(kept, 0):
+                    stats.requests_by_drafts[str(kept)] = (stats.requests_by_drafts.get(str(kept), 0)
+                                                           + requests - before.get(kept, 0))
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         if not parallel_allowed and not self._drafting:
@@ -433,15 +499,24 @@ def _prompt_tokens_scheduled(request: Request, scheduled: int) -> int:
     return max(0, min(scheduled, request.num_prompt_tokens - (request.num_computed_tokens - scheduled)))
 
 
-def _verified(scheduler_output: SchedulerOutput, runner_output) -> list[tuple[int, int]]:
-    """Each request that had drafts verified in the step: (drafts verified, drafts accepted)."""
+def _verified(scheduler_output: SchedulerOutput, runner_output) -> list[tuple[str, int, int]]:
+    """Each request that had drafts verified in the step: (its id, drafts verified, drafts accepted)."""
     index, sampled = runner_output.req_id_to_index, runner_output.sampled_token_ids
     verified = []
     for rid, drafts in scheduler_output.scheduled_spec_decode_tokens.items():
         row = index.get(rid)
         if drafts and row is not None and row < len(sampled) and len(sampled[row]):
-            verified.append((len(drafts), min(len(sampled[row]) - 1, len(drafts))))
+            verified.append((rid, len(drafts), min(len(sampled[row]) - 1, len(drafts))))
     return verified
+
+
+def _speculative_max_len(vllm_config) -> int | None:
+    """The speculative config's max_model_len where it is below the target's (vLLM sets it no higher)."""
+    spec = vllm_config.speculative_config
+    length = getattr(spec, "max_model_len", None) if spec is not None else None
+    if length is None or length >= vllm_config.model_config.max_model_len:
+        return None
+    return length
 
 
 def _fixed_depth_drafter(spec) -> str | None:

@@ -169,6 +169,10 @@ class StepCosts:
             times.append(floor)
         return times
 
+    def token_seconds(self, decodes: int) -> float:
+        """The predicted cost of one more token the target verifies in a step of ``decodes`` decodes."""
+        return max(0.0, self._fit(decodes)[1])
+
     def catch_up_seconds(self, decodes: int, tokens: int) -> float:
         """The predicted cost of catching the drafter up on ``tokens`` skipped tokens."""
         return max(0.0, self._fit(decodes)[5] * tokens)

@@ -46,7 +46,7 @@ DIST_ALPHA = 1e-3  # family-wise, Bonferroni over prompts x positions
 # has its own base: samples of different modes are independent.
 SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
               ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000,
-              ("minedraft_probabilistic", "dist"): 60_000}
+              ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_depth_auto", "dist"): 70_000}
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
 N_AFTER_ABORT = 4
@@ -138,8 +138,11 @@ def engine_kwargs(scenario: str) -> dict:
         speculation = Speculation(str(kit.draft_perturbed), K, extra={"draft_sample_method": "probabilistic"})
     else:
         speculation = Speculation(str(kit.draft_perturbed), K)
+    settings = PROCESS_DRAFTER if "process" in scenario else None
+    if scenario == "minedraft_depth_auto":  # each step's depth chosen, each request's verified drafts cut
+        settings = {"speculation_depth": "auto"}
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
-                       minedraft=PROCESS_DRAFTER if "process" in scenario else None,
+                       minedraft=settings,
                        enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
                        enable_prefix_caching=True)
 
@@ -295,6 +298,11 @@ def minedraft(workdir, target):
 def minedraft_process(workdir, target):
     return run_child(workdir, {"mode": "minedraft_process", "workloads": ["stop", "dist"],
                                "stop_picks": target["stop_picks"]})
+
+
+@pytest.fixture(scope="module")
+def minedraft_depth_auto(workdir, target):
+    return run_child(workdir, {"mode": "minedraft_depth_auto", "workloads": ["dist"]})
 
 
 @pytest.fixture(scope="module")
@@ -465,12 +473,19 @@ def test_distribution_test_has_power(target):
     assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
 
 
-@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic"])
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic", "minedraft_depth_auto"])
 def test_sampled_distribution_matches_target(target, mode, request):
     minedraft = request.getfixturevalue(mode)
     p_values = distribution_p_values(minedraft["phases"]["dist"], target["phases"]["dist"])
     worst = min(p_values, key=p_values.get)
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
+
+
+def test_each_request_s_drafts_went_through_its_own_cut_while_sampling(minedraft_depth_auto):
+    """The distribution test above with each request verifying the drafts its own acceptance pays for
+    (scheduling/request_depths.py): the cut weighed the sampled requests' drafts."""
+    m = minedraft_depth_auto["metrics"]["dist"]
+    assert m.get("minedraft:requests_by_drafts", 0) > 0, m
 
 
 def acceptance(result: dict, phase: str) -> float:

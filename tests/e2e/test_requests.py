@@ -1,9 +1,10 @@
 """Bad and unusual requests behave under MineDraft exactly as under stock SD.
 
 Each case (prompt over max_model_len, max_tokens 0, invalid sampling
-parameters, logprobs, prompt_logprobs, structured output) must give the same
-outputs, or the same vLLM error, in both engines; and the engine must keep
-serving afterwards.
+parameters, logprobs, prompt_logprobs, structured output, requests that limit
+their own drafts) must give the same outputs, or the same vLLM error, in both
+engines; and the engine must keep serving afterwards. A bad limit on a
+request's drafts is MineDraft's own error, for that request alone.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def minedraft():
 
 
 CASES = ["prompt_over_max_model_len", "max_tokens_0", "negative_temperature", "top_p_zero", "logprobs",
-         "prompt_logprobs", "structured_regex", "structured_choice", "engine_still_serves"]
+         "prompt_logprobs", "structured_regex", "structured_choice", "speculation_limits", "engine_still_serves"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -52,3 +53,16 @@ def test_invalid_requests_are_refused_and_valid_ones_answered(minedraft):
     assert all(o["logprob_tokens"] == o["token_ids"] for o in r["logprobs"]["outputs"])
     assert all(o["text"] in ("yes", "no", "maybe") for o in r["structured_choice"]["outputs"])
     assert minedraft["metrics"]["minedraft:parallel_steps"] > 0
+
+
+def test_requests_that_limit_their_drafts_keep_their_tokens_and_a_bad_limit_fails_that_request_alone(stock, minedraft):
+    """Greedy tokens of the request without drafts and of the one with one draft a step equal stock SD's
+    (where they are not limited; the same as the target alone's); drafts were cut; a bad value is one
+    error naming the key, raised before the request reached the engine core, which serves on."""
+    r = minedraft["results"]
+    assert r["speculation_limits"] == stock["results"]["speculation_limits"]
+    assert minedraft["metrics"]["minedraft:drafts_cut"] > 0
+    assert r["bad_speculation_limit"]["error"] == "VLLMValidationError"
+    assert "extra_args['num_speculative_tokens'] must be an integer >= 0" in r["bad_speculation_limit"]["message"]
+    assert "outputs" in stock["results"]["bad_speculation_limit"]  # vLLM's scheduler ignores the key
+    assert "outputs" in r["engine_still_serves"]

@@ -88,8 +88,11 @@ STREAM_CHUNKS_READ = 3
 
 
 def _completion(client: OpenAI, req: dict) -> dict:
+    extra = {"ignore_eos": True, "return_token_ids": True}
+    if "vllm_xargs" in req:
+        extra["vllm_xargs"] = req["vllm_xargs"]
     r = client.completions.create(model=MODEL_NAME, prompt=req["prompt"], max_tokens=req["max_tokens"],
-                                  temperature=0, extra_body={"ignore_eos": True, "return_token_ids": True})
+                                  temperature=0, extra_body=extra)
     c = r.choices[0].model_dump()
     return {"text": c["text"], "token_ids": c.get("token_ids"), "finish_reason": c["finish_reason"],
             "completion_tokens": r.usage.completion_tokens}
@@ -111,6 +114,35 @@ def answers(server: Server) -> dict:
         fc = [pool.submit(_completion, client, r) for r in completions]
         fh = [pool.submit(_chat, client, r) for r in CHAT_WORKLOAD]
         return {"completions": [f.result() for f in fc], "chats": [f.result() for f in fh]}
+
+
+def limited_answers(server: Server) -> dict:
+    """The completions with each request limiting its own drafts in turn (none, one a step, as the
+    engine), all in flight at once; then one request with a bad limit: its HTTP status and error."""
+    client = server.client()
+    limits = [{"num_speculative_tokens": 0}, {"num_speculative_tokens": 1}, {}]
+    requests = [{**r, "vllm_xargs": limits[i % 3]} for i, r in enumerate(completion_workload())]
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        completions = [f.result() for f in [pool.submit(_completion, client, r) for r in requests]]
+    body = json.dumps({"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 4,
+                       "vllm_xargs": {"num_speculative_tokens": -1}})
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT_S)
+    try:
+        conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        bad = {"status": resp.status, "body": resp.read().decode()[:2000]}
+    finally:
+        conn.close()
+    return {"completions": completions, "bad_limit": bad}
+
+
+def assert_limited_answers(got: dict, want: dict, metrics: dict) -> None:
+    """Requests that limit their drafts answer as the target alone did; drafts were cut (on any rank); a
+    bad limit is one HTTP 400 naming the key."""
+    assert [i for i, (g, w) in enumerate(zip(got["completions"], want["completions"], strict=True)) if g != w] == []
+    assert got["bad_limit"]["status"] == 400, got["bad_limit"]
+    assert "num_speculative_tokens" in got["bad_limit"]["body"], got["bad_limit"]
+    assert metrics.get("minedraft:drafts_cut_total", 0) > 0, metrics
 
 
 def assert_same_answers(got: dict, want: dict) -> None:
@@ -186,6 +218,12 @@ def minedraft_answers(minedraft_server) -> dict:
     return answers(minedraft_server)
 
 
+@pytest.fixture(scope="module")
+def limited_run(minedraft_server, minedraft_answers) -> dict:
+    """After the plain answers: the requests that limit their own drafts, and the metrics once idle."""
+    return {**limited_answers(minedraft_server), "metrics": minedraft_server.wait_idle()}
+
+
 # --------------------------------------------------------------------------- tests
 
 
@@ -198,6 +236,10 @@ def test_target_answers_are_full_length(target_answers):
 
 def test_concurrent_completions_and_chats_match_target(target_answers, minedraft_answers):
     assert_same_answers(minedraft_answers, target_answers)
+
+
+def test_requests_that_limit_their_drafts_are_served_exactly(target_answers, limited_run):
+    assert_limited_answers(limited_run, target_answers, limited_run["metrics"])
 
 
 def test_metrics_endpoint_exports_minedraft_metrics(minedraft_server, minedraft_answers):
@@ -361,6 +403,7 @@ def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, m
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
                 extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
         run = {**answers(server), "mix": mix_answers(server, kit, alone), "mix_alone": alone["tokens"]}
+        run["limited"] = limited_answers(server)
         run |= {"metrics": server.counters_after_answers(), "log": server.log.read_text()}
         return {**run, "rank_killed": kill_a_rank(server, rank=1)}
 
@@ -416,6 +459,7 @@ def assert_mix_exact_on_both_ranks(run: dict) -> None:
 def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
     assert_same_answers(data_parallel_run, target_answers)
     assert_mix_exact_on_both_ranks(data_parallel_run)
+    assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"])
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
 

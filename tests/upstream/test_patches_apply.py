@@ -30,12 +30,15 @@ file is loaded too where the difference is observable:
   (the unpatched one answers -block_size for a one-token prompt); a consumer
   stores nothing (the unpatched one stores every new prompt it does not find);
   a prompt computed in chunks is stored whole, in the step of its last stored
-  block (the unpatched one stores the first step's blocks: fewer slots than tokens).
+  block (the unpatched one stores the first step's blocks: fewer slots than tokens);
+* 0011: the front end asks the scheduler class to validate each request's parameters
+  (``SchedulerInterface.validate_request_params``, by default nothing to check): its
+  ``ValueError`` is vLLM's ``VLLMValidationError`` naming ``extra_args``.
 
 0005 is C++ (``csrc/cpu``): it cannot be compiled here (no vLLM CPU build on
 this machine), so it is only applied; its behaviour is tested through the
 monkeypatch that mirrors it (``tests/unit/monkeypatch/test_patch_cpu_kernel_lock.py``;
-each patch module has its ``test_patch_<name>.py`` there), as 0001-0004, 0006 and 0009 also are (0007
+each patch module has its ``test_patch_<name>.py`` there), as 0001-0004, 0006, 0009 and 0011 also are (0007
 and 0008 replace subclasses, not monkeypatches; 0010 the tests' connector subclass,
 ``harness/example_connector_fix.py``).
 """
@@ -373,3 +376,38 @@ def test_0010_a_prompt_computed_in_chunks_is_stored_whole(patched):
                          if r.is_store] for step in (first, second)]
     assert stores["patched"] == [[], [(96, 96)]]
     assert stores["installed"] == [[(96, 64)], []]  # 96 tokens, slots for 64: the load fails on the shape
+
+
+def test_0011_the_front_end_asks_the_scheduler_class_to_validate_a_request(patched, monkeypatch):
+    """What monkeypatch/patch_request_validation.py does, in vLLM's own _validate_params; the processor
+    is built around __init__ with what the method reads for a plain SamplingParams."""
+    from vllm import SamplingParams
+    from vllm.exceptions import VLLMValidationError
+
+    interface = load(patched, "vllm/v1/core/sched/interface.py", "patched_vllm_v1_core_sched_interface")
+    processor_module = load(patched, "vllm/v1/engine/input_processor.py", "patched_vllm_v1_engine_input_processor")
+    monkeypatch.setattr(SamplingParams, "verify", lambda self, *args: None)
+
+    class Strict(interface.SchedulerInterface):
+        @classmethod
+        def validate_request_params(cls, params):
+            if (params.extra_args or {}).get("depth") == "bad":
+                raise ValueError("depth must be an integer")
+
+    def processor(scheduler_cls):
+        p = object.__new__(processor_module.InputProcessor)
+        p.model_config = SimpleNamespace(is_diffusion=False, return_sampling_mask=False, enable_trace_replay=False)
+        p.speculative_config = p.structured_outputs_config = None
+        p.renderer = SimpleNamespace(tokenizer=None)
+        p.validate_logits_processors_params = lambda params: None
+        p.resolve_watermarking = lambda params: False
+        p.vllm_config = SimpleNamespace(scheduler_config=SimpleNamespace(get_scheduler_cls=lambda: scheduler_cls),
+                                        reasoning_config=None)
+        return p
+
+    bad = SamplingParams(extra_args={"depth": "bad"})
+    assert processor(interface.SchedulerInterface)._validate_params(bad, ("generate",)) is False  # the default
+    assert processor(Strict)._validate_params(SamplingParams(), ("generate",)) is False
+    with pytest.raises(VLLMValidationError, match="depth must be an integer") as e:
+        processor(Strict)._validate_params(bad, ("generate",))
+    assert e.value.parameter == "extra_args"

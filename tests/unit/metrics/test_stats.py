@@ -37,9 +37,12 @@ def test_stats_without_a_payload_are_left_alone(plugins_loaded):
     assert detach(stats) is None and stats.kv_connector_stats == {"nixl": {}} and stats.extra is None
 
 
-def test_steps_by_depth_survive_the_payload():
-    stats = MineDraftStats()
+def test_steps_by_depth_and_requests_by_drafts_survive_the_payload():
+    stats = MineDraftStats(requests_by_drafts={"1": 4, "3": 2})
     for depth in (3, 3, 0):
         stats.observe_step(4, 0, False, False, depth=depth)
-    back = MineDraftStats.from_payload(stats.to_payload())
+    payload = stats.to_payload()
+    stats.requests_by_drafts["1"] += 1  # the payload is a copy: the scheduler's counts go on
+    back = MineDraftStats.from_payload(payload)
     assert back.steps_by_depth == {"3": 2, "0": 1} and back.speculation_depth == 0
+    assert back.requests_by_drafts == {"1": 4, "3": 2}

@@ -1,0 +1,120 @@
+"""Per request, how many of its drafts the target verifies: those whose expected acceptance pays for them.
+
+A step's depth is one number for the batch (depth_controller.py), but acceptance belongs to each
+request: in one batch, code the draft predicts well beside prose it misses. A verified draft costs
+the target one token of compute, ``w`` seconds in the step-cost model (step_costs.py): next to
+nothing in a memory-bound step, a token's share of a compute-bound one (a CPU; a GPU at a large
+batch). The j-th draft of a request is accepted with the product of the request's acceptance at
+positions 1..j (its survival); verifying it adds that many expected tokens and ``w`` seconds, so it
+pays where its survival exceeds ``w * G``, G the step's expected tokens over its predicted seconds.
+Each request's drafts are cut to the prefix above that threshold (survivals only fall along a
+request's drafts). G is computed with every draft, then once more after the cut: a step without
+its poor drafts makes more tokens per second, and its threshold rises.
+
+A request's acceptance per position is counted from its own verified drafts, each older step
+discounted by ``exp(-1 / tau)``, in front of ``prior_trials`` trials at the batch's rate (the
+depth controller's, so a new request starts as the batch). A request whose drafts are all cut
+measures nothing: its counts fade by ``idle`` for each step that cut them all (not for a step it
+sits out of, in a parallel step's other group), back to the batch's rate, until its drafts pay
+again and are verified.
+
+Exact by construction: the target verifies a prefix of the drafts made, as when vLLM's token
+budget is short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Counts:
+    trials: list[float]
+    hits: list[float]
+    unmeasured: int = 0  # steps since the last measurement that cut every one of the request's drafts
+
+
+@dataclass
+class RequestDepths:
+    max_depth: int
+    tau: float = 8.0  # a request's verified steps that discount its older ones by 1/e
+    prior_trials: float = 2.0
+    idle: float = 0.9  # a request's counts keep this much for each step that cut all its drafts
+    _counts: dict[str, _Counts] = field(default_factory=dict)
+    drafts_cut: int = 0
+    by_depth: dict[int, int] = field(default_factory=dict)  # verified drafts a request kept -> requests
+
+    def observe(self, verified: Iterable[tuple[str, int, int]]) -> None:
+        """A finished step's requests as (request id, drafts verified, drafts accepted)."""
+        keep = math.exp(-1.0 / self.tau)
+        for rid, drafts, accepted in verified:
+            counts = self._counts.get(rid)
+            if counts is None:
+                counts = self._counts[rid] = _Counts([0.0] * self.max_depth, [0.0] * self.max_depth)
+            fade = keep * self.idle ** counts.unmeasured
+            for j in range(min(drafts, accepted + 1, self.max_depth)):
+                counts.trials[j] = fade * counts.trials[j] + 1.0
+                counts.hits[j] = fade * counts.hits[j] + (j < accepted)
+            counts.unmeasured = 0
+
+    def release(self, request_ids: Iterable[str]) -> None:
+        for rid in request_ids:
+            self._counts.pop(rid, None)
+
+    @property
+    def request_ids(self) -> list[str]:
+        return list(self._counts)
+
+    def survivals(self, rid: str, drafts: int, batch_rates: Sequence[float | None]) -> list[float]:
+        """The chance each of the request's first ``drafts`` drafts is accepted (its run up to it)."""
+        counts = self._counts.get(rid)
+        fade = 1.0 if counts is None else self.idle ** counts.unmeasured
+        run, out = 1.0, []
+        for j in range(min(drafts, self.max_depth)):
+            prior = batch_rates[j] if j < len(batch_rates) and batch_rates[j] is not None else 1.0
+            if counts is None:
+                rate = prior
+            else:
+                rate = ((fade * counts.hits[j] + prior * self.prior_trials)
+                        / (fade * counts.trials[j] + self.prior_trials))
+            run *= rate
+            out.append(run)
+        return out
+
+    def cut(self, requests: Sequence[Any], decodes: int, step_seconds: float, token_seconds: float,
+            batch_rates: Sequence[float | None]) -> int:
+        """Each request's drafts (``spec_token_ids``) cut to those that pay in a step of ``decodes``
+        decode requests predicted to take ``step_seconds`` with every draft: the drafts cut."""
+        rows = [(r, self.survivals(r.request_id, len(r.spec_token_ids), batch_rates))
+                for r in requests if r.spec_token_ids]
+        if not rows or token_seconds <= 0 or step_seconds <= 0:
+            return 0
+        tokens = decodes + sum(sum(s) for _, s in rows)
+        threshold = token_seconds * tokens / step_seconds
+        kept = [_above(s, threshold) for _, s in rows]
+        dropped = sum(len(s) - k for (_, s), k in zip(rows, kept))
+        if dropped:  # the step without them: more tokens per second, a higher threshold
+            tokens = decodes + sum(sum(s[:k]) for (_, s), k in zip(rows, kept))
+            threshold = token_seconds * tokens / max(step_seconds - token_seconds * dropped, 1e-9)
+            kept = [_above(s, threshold) for _, s in rows]
+        cut = 0
+        for (request, survivals), k in zip(rows, kept):
+            self.by_depth[k] = self.by_depth.get(k, 0) + 1
+            if k < len(request.spec_token_ids):
+                cut += len(request.spec_token_ids) - k
+                request.spec_token_ids = request.spec_token_ids[:k]
+            if k == 0 and (counts := self._counts.get(request.request_id)) is not None:
+                counts.unmeasured += 1
+        self.drafts_cut += cut
+        return cut
+
+
+def _above(survivals: Sequence[float], threshold: float) -> int:
+    """How many leading survivals reach ``threshold``."""
+    for j, survival in enumerate(survivals):
+        if survival < threshold:
+            return j
+    return len(survivals)

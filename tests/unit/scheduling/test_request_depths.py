@@ -1,0 +1,106 @@
+"""minedraft/scheduling/request_depths.py: each request verifies the drafts its own acceptance pays for;
+through MineDraftScheduler on vLLM's KV manager (fake worker, no model)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from scheduler_harness import FakeWorker, make_request, make_scheduler
+from test_scheduler import pin_depth
+
+from minedraft.scheduling.request_depths import RequestDepths
+from minedraft.scheduling.scheduler import MineDraftScheduler
+
+
+def _request(rid, drafts=3):
+    return SimpleNamespace(request_id=rid, spec_token_ids=list(range(10, 10 + drafts)))
+
+
+def test_a_new_request_starts_from_the_batch_s_acceptance_and_moves_with_its_own():
+    depths = RequestDepths(3)
+    assert depths.survivals("new", 3, [0.8, 0.5, None]) == pytest.approx([0.8, 0.4, 0.4])
+    for _ in range(5):
+        depths.observe([("good", 3, 3), ("poor", 3, 0)])
+    good, poor = depths.survivals("good", 3, [0.5] * 3), depths.survivals("poor", 3, [0.5] * 3)
+    assert good[0] > 0.8 and good[2] > 0.5
+    assert poor[0] < 0.3 and poor[1:] == pytest.approx([poor[0] * 0.5, poor[0] * 0.25])  # position 2 never reached
+    for _ in range(40):  # steps that cut all its drafts: it measures nothing, and comes back to the batch's rate
+        depths.cut([_request("poor")], 1, step_seconds=0.1, token_seconds=1.0, batch_rates=[0.5] * 3)
+    assert poor[0] < depths.survivals("poor", 3, [0.5] * 3)[0] == pytest.approx(0.5, abs=0.02)
+    depths.release(["poor"])
+    assert depths.request_ids == ["good"]
+
+
+def _measured(depths, good_steps=6):
+    for _ in range(good_steps):
+        depths.observe([("code", 3, 3), ("prose", 3, 0)])
+
+
+def test_drafts_whose_survival_does_not_pay_for_their_verification_are_cut():
+    depths = RequestDepths(3)
+    _measured(depths)
+    code, prose = _request("code"), _request("prose")
+    # A step of 2 decodes taking 0.1 s, a verified token 0.01 s: a draft pays above 0.1 x tokens a second.
+    cut = depths.cut([code, prose], decodes=2, step_seconds=0.1, token_seconds=0.01, batch_rates=[0.5] * 3)
+    assert code.spec_token_ids == [10, 11, 12] and prose.spec_token_ids == [] and cut == 3
+    assert depths.drafts_cut == 3 and depths.by_depth == {3: 1, 0: 1}
+
+
+def test_a_step_where_a_token_costs_nothing_verifies_every_draft():
+    depths = RequestDepths(3)
+    _measured(depths)
+    prose = _request("prose")
+    assert depths.cut([prose], 1, step_seconds=0.1, token_seconds=0.0, batch_rates=[0.5] * 3) == 0
+    assert prose.spec_token_ids == [10, 11, 12]
+
+
+def test_the_threshold_rises_once_the_poor_drafts_are_gone():
+    """With every draft the step makes fewer tokens a second than without the ones that do not pay: a
+    draft that passes the threshold of the step with every draft (0.45) but not that of the step without
+    the poor one (0.51) is cut too (the step makes 3.03 tokens a second without either, 2.99 with it)."""
+    depths = RequestDepths(1, prior_trials=1.0)
+    depths.observe([("middling", 1, 1), ("poor", 1, 0)])
+    depths.observe([("middling", 1, 0), ("poor", 1, 0)])
+    middling, poor = (depths.survivals(rid, 1, [0.5])[0] for rid in ("middling", "poor"))
+    assert middling == pytest.approx(0.48, abs=0.005) and poor == pytest.approx(0.17, abs=0.005)
+    requests = [_request("middling", 1), _request("poor", 1)]
+    cut = depths.cut(requests, 2, step_seconds=1.0, token_seconds=0.17, batch_rates=[0.5])
+    assert 0.17 * (2 + middling + poor) < middling < 0.17 * (2 + middling) / (1 - 0.17)
+    assert cut == 2 and [r.spec_token_ids for r in requests] == [[], []]
+
+
+def _steady_costs(costs, decodes=8, a=0.05, w=0.004):
+    """Steps of a compute-bound target: ``a`` seconds, and ``w`` a verified token, at depths 0..3."""
+    for _ in range(6):
+        for depth in range(4):
+            tokens = decodes * (1 + depth)
+            costs.observe(decodes, depth, tokens, a + w * tokens)
+
+
+@pytest.mark.parametrize("setting", ["auto", "step"])
+def test_the_scheduler_verifies_each_request_s_paying_drafts(model_dir, monkeypatch, setting):
+    """Requests of code (every draft accepted) beside prose (none): under ``auto`` the prose requests'
+    drafts stop being verified but for re-checks, the code's keep k; under ``step`` every request
+    verifies the step's drafts."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", setting)
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    for i in range(4):
+        for kind in ("code", "prose"):
+            sched.add_request(make_request(f"{kind}{i}", 12, 400))
+    worker = FakeWorker(3, lambda rid, n: n if rid.startswith("code") else 0)
+    pin_depth(sched, monkeypatch, 3)
+    _steady_costs(sched.depth_controller.costs)
+    verified = {"code": 0, "prose": 0}
+    for _ in range(40):
+        out = sched.schedule()
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            verified[rid.rstrip("0123456789")] += len(drafts)
+        worker.step(sched, out)
+    totals = sched.minedraft_totals
+    if setting == "step":
+        assert sched.request_depths is None and totals.drafts_trimmed == 0
+        assert verified["prose"] == verified["code"]
+        return
+    assert verified["prose"] < verified["code"] / 3
+    assert totals.drafts_trimmed > 0 and totals.requests_by_drafts["3"] > 0 and totals.requests_by_drafts["0"] > 0

@@ -1,0 +1,114 @@
+"""minedraft/scheduling/request_limits.py: a request's own limit on its drafts, and the speculative
+max_model_len; through MineDraftScheduler on vLLM's KV manager (fake worker, no model)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from scheduler_harness import FakeWorker, make_request, make_scheduler
+
+from minedraft.scheduling.request_limits import RequestLimits, requested_limit
+from minedraft.scheduling.scheduler import MineDraftScheduler, _speculative_max_len
+
+
+def _params(**extra):
+    return SimpleNamespace(extra_args=extra or None)
+
+
+@pytest.mark.parametrize(("extra", "limit"), [({}, None), ({"other": 1}, None), ({"num_speculative_tokens": 0}, 0),
+                                              ({"num_speculative_tokens": 2}, 2), ({"num_speculative_tokens": 9}, 9)])
+def test_a_request_s_limit_is_read_from_extra_args(extra, limit):
+    assert requested_limit(_params(**extra)) == limit
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "2", True, None, [1]])
+def test_a_bad_limit_is_one_line_naming_the_key(bad):
+    with pytest.raises(ValueError, match=r"extra_args\['num_speculative_tokens'\] must be an integer >= 0") as e:
+        requested_limit(_params(num_speculative_tokens=bad))
+    assert "\n" not in str(e.value)
+
+
+def _request(rid, drafts, num_tokens=10):
+    return SimpleNamespace(request_id=rid, spec_token_ids=list(drafts), num_tokens=num_tokens)
+
+
+def test_drafts_are_cut_to_each_request_s_limit():
+    limits = RequestLimits(k=3)
+    assert not limits.active
+    for rid, limit in (("off", 0), ("one", 1), ("deep", 5), ("free", None)):
+        limits.add(rid, limit)
+    assert limits.active and sorted(limits.request_ids) == ["off", "one"]  # at or above k: no limit
+    requests = [_request(rid, [7, 8, 9]) for rid in ("off", "one", "deep", "free")]
+    assert limits.cut(requests) == 5
+    assert [r.spec_token_ids for r in requests] == [[], [7], [7, 8, 9], [7, 8, 9]]
+    limits.release(["off"])
+    assert limits.request_ids == ["one"]
+
+
+def test_a_request_past_the_speculative_max_len_verifies_no_drafts_from_then_on():
+    limits = RequestLimits(k=3, max_model_len=20)
+    short, long = _request("short", [1, 2, 3], num_tokens=17), _request("long", [1, 2, 3], num_tokens=18)
+    assert limits.cut([short, long]) == 3 and long.spec_token_ids == [] and short.spec_token_ids == [1, 2, 3]
+    long.spec_token_ids = [4, 5, 6]
+    assert limits.cut([long]) == 3 and limits.past_length == 1  # counted once
+
+
+def test_the_speculative_max_len_counts_only_below_the_target_s():
+    config = SimpleNamespace(model_config=SimpleNamespace(max_model_len=100),
+                             speculative_config=SimpleNamespace(max_model_len=None))
+    assert _speculative_max_len(config) is None
+    config.speculative_config.max_model_len = 100
+    assert _speculative_max_len(config) is None
+    config.speculative_config.max_model_len = 64
+    assert _speculative_max_len(config) == 64
+    config.speculative_config = None
+    assert _speculative_max_len(config) is None
+
+
+def _limited(rid, limit, prompt_len=12, max_tokens=40):
+    request = make_request(rid, prompt_len, max_tokens)
+    if limit is not None:
+        request.sampling_params.extra_args = {"num_speculative_tokens": limit}
+    return request
+
+
+@pytest.mark.parametrize("mode", ["auto", "parallel"])
+def test_the_scheduler_verifies_each_request_s_drafts_up_to_its_limit(model_dir, monkeypatch, mode):
+    monkeypatch.setenv("MINEDRAFT_MODE", mode)
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    for rid, limit in (("off", 0), ("one", 1), ("free", None), ("also_free", None)):
+        sched.add_request(_limited(rid, limit))
+    worker, verified = FakeWorker(3, lambda rid, n: n), {}
+    for _ in range(12):
+        out = sched.schedule()
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            verified.setdefault(rid, set()).add(len(drafts))
+        worker.step(sched, out)
+    assert "off" not in verified and verified["one"] == {1}
+    assert verified["free"] == {3} and verified["also_free"] == {3}
+    assert sched.minedraft_totals.drafts_cut >= 2 * 3 and sched.minedraft_totals.past_spec_max_len == 0
+
+
+def test_the_scheduler_stops_verifying_drafts_past_the_speculative_max_len(model_dir):
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    sched.request_limits = RequestLimits(k=3, max_model_len=24)  # as _speculative_max_len reads it
+    sched.add_request(_limited("long", None, prompt_len=12))
+    worker, verified_at = FakeWorker(3, lambda rid, n: n), []
+    for _ in range(12):
+        length = sched.requests["long"].num_tokens  # before this step: the drafts' own positions come after
+        out = sched.schedule()
+        if out.scheduled_spec_decode_tokens.get("long"):
+            verified_at.append(length)
+        worker.step(sched, out)
+    assert verified_at and all(n + 3 <= 24 for n in verified_at)
+    assert sched.requests["long"].num_tokens > 24
+    assert sched.minedraft_totals.past_spec_max_len == 1 and sched.minedraft_totals.drafts_cut >= 3
+
+
+def test_a_bad_limit_that_reaches_the_engine_core_is_ignored_with_a_warning(model_dir, caplog):
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    with caplog.at_level("WARNING"):
+        sched.add_request(_limited("bad", -2))
+    assert any("request bad speculates as if it asked nothing" in r.getMessage() for r in caplog.records)
+    assert sched.request_limits.request_ids == []
