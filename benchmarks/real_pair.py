@@ -119,9 +119,14 @@ def setup_for(pair: Path, args) -> sweep.Setup:
                                        "bf16 (modelkit/real_pair.sh)"})
 
 
-def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path) -> list[dict]:
+def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path,
+              settings: dict[str, dict] | None = None) -> list[dict]:
+    """``settings``: more MineDraft settings of some engines, by name."""
     warmup = plan[0]["command"]["prompts"][:1] * 2
     specs = {name: sweep.worker_spec(setup, "real", mode, k, warmup) for name, (mode, k) in engines.items()}
+    for name, more in (settings or {}).items():
+        if name in specs:
+            specs[name][0]["engine"]["additional_config"]["minedraft"].update(more)
     if "vllm_depth_table" in specs:
         specs["vllm_depth_table"][0]["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = VLLM_TABLE
     pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)

@@ -114,15 +114,21 @@ def make_worker(spec: dict):
     return handle
 
 
-def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: float = 0.0):
+def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0):
+    """``temperature``: one for every request, or one per request (a sampled one seeded by its index)."""
     from vllm import SamplingParams
 
-    params = SamplingParams(temperature=temperature, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
+    if isinstance(temperature, list):
+        params = [SamplingParams(temperature=t, max_tokens=output_tokens, ignore_eos=True, detokenize=False,
+                                 seed=i if t > 0 else None) for i, t in enumerate(temperature)]
+    else:
+        params = SamplingParams(temperature=temperature, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
     return llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
 
 
-COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_accepted_tokens",
-            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts")
+COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
+            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts",
+            "minedraft:drafts_trimmed")
 
 
 def counters(llm) -> dict[str, float]:
@@ -138,7 +144,7 @@ def counters(llm) -> dict[str, float]:
     return values
 
 
-def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: float = 0.0) -> dict:
+def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0) -> dict:
     """One batch: tok/s, TTFT and TPOT medians, counter deltas; greedy batches also a digest of their tokens."""
     before = counters(llm)
     start = time.perf_counter()
@@ -146,7 +152,8 @@ def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: floa
     elapsed = time.perf_counter() - start
     after = counters(llm)
     tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
-    digest = tokens_digest([o.outputs[0].token_ids for o in outputs]) if temperature == 0 else None
+    greedy = not any(temperature) if isinstance(temperature, list) else temperature == 0
+    digest = tokens_digest([o.outputs[0].token_ids for o in outputs]) if greedy else None
     ttft = [o.metrics.first_token_latency for o in outputs]
     tpot = [(o.metrics.last_token_ts - o.metrics.first_token_ts) / (o.metrics.num_generation_tokens - 1)
             for o in outputs if o.metrics.num_generation_tokens > 1]
