@@ -63,7 +63,7 @@ from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
-from minedraft.metrics.stats import attach, MineDraftStats
+from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
 from minedraft.scheduling.depth_prior import speculative_cost_ratio
 from minedraft.scheduling.groups import choose_held, is_balanced

@@ -51,7 +51,7 @@ from vllm.v1.outputs import DraftTokenIds
 from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
-from minedraft.contract import DraftSource, LanePlanError, merge_drafts, MineDraftSchedulerOutput, ProposeCall
+from minedraft.contract import DraftSource, LanePlanError, MineDraftSchedulerOutput, ProposeCall, merge_drafts
 from minedraft.log import get_logger
 from minedraft.process_drafter.target.proposer import ProcessDrafterProposer
 from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource

@@ -20,7 +20,7 @@ from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
 from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
-from minedraft.worker.in_process.draft_job import as_lists, DraftJob
+from minedraft.worker.in_process.draft_job import DraftJob, as_lists
 from minedraft.worker.in_process.lanes import InlineLane
 from minedraft.worker.in_process.source import InProcessDraftSource
 from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
