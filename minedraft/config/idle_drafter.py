@@ -16,4 +16,4 @@ def catches_up(speculative_config, settings, uses_mrope: bool) -> bool:
     to crash the worker), nor for the process drafter (its engine keeps its own KV cache)."""
     spec = speculative_config
     return (spec is not None and settings.idle_drafter == "skip" and settings.drafter != "process"
-            and method_of(spec).catches_up and not uses_mrope and not spec.parallel_drafting)
+            and method_of(spec).catches_up and not uses_mrope)

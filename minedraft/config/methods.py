@@ -3,12 +3,12 @@
 A method vLLM adds is one row here. Nothing else in the runtime compares method names
 (tests/unit/config/test_methods.py scans the package for it); a method without a row runs on
 MineDraft's stock path (config/overlap_coverage.py), as vLLM runs it. ``parallel_drafting`` (PARD,
-P-EAGLE) is a flag of the speculative config, not a method: its checks read the flag.
+P-EAGLE) is a flag of the speculative config, not a method: ``method_of`` reads it into the row.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -71,8 +71,18 @@ def method_named(name: str | None) -> Method:
 
 
 def method_of(speculative_config: Any) -> Method:
-    """The row of a vLLM ``SpeculativeConfig``'s method; no config: a row with nothing set."""
-    return UNKNOWN if speculative_config is None else METHODS.get(speculative_config.method, UNKNOWN)
+    """The row of a vLLM ``SpeculativeConfig``'s method; no config: a row with nothing set.
+
+    With ``parallel_drafting`` (PARD, P-EAGLE) vLLM lays out K draft slots at start-up: a depth between
+    0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash the worker (P-EAGLE on
+    CPU). It drafts K in one forward, so the depth that can move is the number of drafts verified; and
+    its first pass lays out mask slots the catch-up does not: it does not catch up."""
+    if speculative_config is None:
+        return UNKNOWN
+    method = METHODS.get(speculative_config.method, UNKNOWN)
+    if getattr(speculative_config, "parallel_drafting", False):
+        return replace(method, catches_up=False, drafts_only_k="parallel drafting")
+    return method
 
 
 def method_of_engine(engine_kwargs: dict[str, Any]) -> Method:

@@ -520,14 +520,7 @@ def _speculative_max_len(vllm_config) -> int | None:
 
 
 def _fixed_depth_drafter(spec) -> str | None:
-    """The drafter that vLLM runs only at depth K, named; None where any depth 0..K runs."""
-    if spec is None:
-        return None
-    if spec.parallel_drafting:
-        # vLLM's parallel drafting (PARD, P-EAGLE) lays out K draft slots at start-up: a depth
-        # between 0 and K fails in its proposer, and depth 0 with a catch-up was seen to crash
-        # the worker (P-EAGLE on CPU). It drafts K in one forward, so the depth that can move is
-        # the number of drafts verified.
-        return "parallel drafting"
-    # SuffixDecodingProposer.propose and MedusaProposer.propose (one head per draft token) assert K.
+    """The drafter that vLLM runs only at depth K, named; None where any depth 0..K runs: parallel drafting
+    (config/methods.py), and SuffixDecodingProposer.propose and MedusaProposer.propose (one head per draft
+    token), which assert K."""
     return method_of(spec).drafts_only_k

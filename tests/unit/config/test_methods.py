@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -78,3 +79,13 @@ def test_an_engine_that_does_not_speculate_has_no_method():
     assert method_of_engine({"speculative_config": {"method": "dflash"}}) is METHODS["dflash"]
     assert method_of_engine({"speculative_config": {"method": "dflash"}}).sends_context
     assert not method_of_engine({"speculative_config": None}).sends_context
+
+
+def test_parallel_drafting_verifies_a_share_of_k_and_does_not_catch_up():
+    """PARD and P-EAGLE: the speculative config's flag, read into the method's row by method_of."""
+    for name in ("draft_model", "eagle"):
+        plain = method_of(SimpleNamespace(method=name, parallel_drafting=False))
+        parallel = method_of(SimpleNamespace(method=name, parallel_drafting=True))
+        assert plain.catches_up and plain.drafts_only_k is None
+        assert not parallel.catches_up and parallel.drafts_only_k == "parallel drafting"
+        assert parallel.overlaps and parallel.reads_hidden_states == plain.reads_hidden_states
