@@ -63,7 +63,7 @@ def summarize(samples: list[dict]) -> dict:
     """Per round, every engine's seconds on group A's scale (times the ratio of the targets alone), the
     two N = 1 phases taken together; then medians over rounds."""
     by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
-    engines = sorted({s["engine"] for s in samples} - {"no_sd_S", "no_sd_B", "no_sd_C"})
+    engines = sorted({s["engine"] for s in samples} - set(TWIN.values()))
     per_round = []
     for r in sorted({s["round"] for s in samples}):
         def seconds(engine: str, phase: int) -> float:

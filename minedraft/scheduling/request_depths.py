@@ -44,8 +44,6 @@ class RequestDepths:
     prior_trials: float = 2.0
     idle: float = 0.9  # a request's counts keep this much for each step that cut all its drafts
     _counts: dict[str, _Counts] = field(default_factory=dict)
-    drafts_cut: int = 0
-    by_depth: dict[int, int] = field(default_factory=dict)  # verified drafts a request kept -> requests
 
     def observe(self, verified: Iterable[tuple[str, int, int]]) -> None:
         """A finished step's requests as (request id, drafts verified, drafts accepted)."""
@@ -85,13 +83,14 @@ class RequestDepths:
         return out
 
     def cut(self, requests: Sequence[Any], decodes: int, step_seconds: float, token_seconds: float,
-            batch_rates: Sequence[float | None]) -> int:
+            batch_rates: Sequence[float | None]) -> tuple[int, dict[int, int]]:
         """Each request's drafts (``spec_token_ids``) cut to those that pay in a step of ``decodes``
-        decode requests predicted to take ``step_seconds`` with every draft: the drafts cut."""
+        decode requests predicted to take ``step_seconds`` with every draft: the drafts cut, and how many
+        requests kept each number of drafts."""
         rows = [(r, self.survivals(r.request_id, len(r.spec_token_ids), batch_rates))
                 for r in requests if r.spec_token_ids]
         if not rows or token_seconds <= 0 or step_seconds <= 0:
-            return 0
+            return 0, {}
         tokens = decodes + sum(sum(s) for _, s in rows)
         threshold = token_seconds * tokens / step_seconds
         kept = [_above(s, threshold) for _, s in rows]
@@ -100,16 +99,15 @@ class RequestDepths:
             tokens = decodes + sum(sum(s[:k]) for (_, s), k in zip(rows, kept))
             threshold = token_seconds * tokens / max(step_seconds - token_seconds * dropped, 1e-9)
             kept = [_above(s, threshold) for _, s in rows]
-        cut = 0
+        cut, by_drafts = 0, {}
         for (request, survivals), k in zip(rows, kept):
-            self.by_depth[k] = self.by_depth.get(k, 0) + 1
+            by_drafts[k] = by_drafts.get(k, 0) + 1
             if k < len(request.spec_token_ids):
                 cut += len(request.spec_token_ids) - k
                 request.spec_token_ids = request.spec_token_ids[:k]
             if k == 0 and (counts := self._counts.get(request.request_id)) is not None:
                 counts.unmeasured += 1
-        self.drafts_cut += cut
-        return cut
+        return cut, by_drafts
 
 
 def _above(survivals: Sequence[float], threshold: float) -> int:

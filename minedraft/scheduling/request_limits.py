@@ -51,7 +51,6 @@ class RequestLimits:
     k: int  # the engine's num_speculative_tokens
     max_model_len: int | None = None  # the speculative config's: past it (k included) no drafts
     _limits: dict[str, int] = field(default_factory=dict)  # request id -> its limit, where it has one below k
-    past_length: int = 0  # requests that passed max_model_len (each counted once)
 
     @property
     def active(self) -> bool:
@@ -71,22 +70,19 @@ class RequestLimits:
         for rid in request_ids:
             self._limits.pop(rid, None)
 
-    def limit(self, request_id: str, num_tokens: int) -> int:
-        """The most drafts the request's next verification takes."""
-        limit = self._limits.get(request_id, self.k)
-        if limit and self.max_model_len is not None and num_tokens + self.k > self.max_model_len:
-            self._limits[request_id] = limit = 0
-            self.past_length += 1
-        return limit
-
-    def cut(self, requests: Iterable[Any]) -> int:
-        """Each request's drafts (``spec_token_ids``) cut to its limit: the drafts cut."""
-        cut = 0
+    def cut(self, requests: Iterable[Any]) -> tuple[int, int]:
+        """Each request's drafts (``spec_token_ids``) cut to its limit: the drafts cut, and the requests
+        that passed ``max_model_len`` now (each counted once: its limit is 0 from then on)."""
+        cut = past = 0
         for request in requests:
             drafts = request.spec_token_ids
-            if drafts:
-                limit = self.limit(request.request_id, request.num_tokens)
-                if len(drafts) > limit:
-                    cut += len(drafts) - limit
-                    request.spec_token_ids = drafts[:limit]
-        return cut
+            if not drafts:
+                continue
+            limit = self._limits.get(request.request_id, self.k)
+            if limit and self.max_model_len is not None and request.num_tokens + self.k > self.max_model_len:
+                self._limits[request.request_id] = limit = 0
+                past += 1
+            if len(drafts) > limit:
+                cut += len(drafts) - limit
+                request.spec_token_ids = drafts[:limit]
+        return cut, past

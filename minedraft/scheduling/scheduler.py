@@ -332,11 +332,10 @@ class MineDraftScheduler(Scheduler):
         ``_cut_drafts_to`` cuts them to a depth."""
         limits = self.request_limits
         limits.release([rid for rid in limits.request_ids if rid not in self.requests])  # finished
-        past = limits.past_length
-        cut = limits.cut(self.running)
+        cut, past = limits.cut(self.running)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.drafts_cut += cut
-            stats.past_spec_max_len += limits.past_length - past
+            stats.past_spec_max_len += past
 
     def _cut_drafts_that_do_not_pay(self) -> None:
         """The drafts of each request verified in this step cut to those whose acceptance, measured per
@@ -353,14 +352,11 @@ class MineDraftScheduler(Scheduler):
         decodes, depth = len(due), self._depth
         token_s = controller.costs.token_seconds(decodes)
         step_s = controller.costs.seconds(decodes, self.num_spec_tokens)[depth] + token_s * (drafts - decodes * depth)
-        before = dict(depths.by_depth)
-        trimmed = depths.cut(due, decodes, step_s, token_s, controller.acceptance.per_position())
+        trimmed, by_drafts = depths.cut(due, decodes, step_s, token_s, controller.acceptance.per_position())
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.drafts_trimmed += trimmed
-            for kept, requests in depths.by_depth.items():
-                if requests != before.get(kept, 0):
-                    stats.requests_by_drafts[str(kept)] = (stats.requests_by_drafts.get(str(kept), 0)
-                                                           + requests - before.get(kept, 0))
+            for kept, requests in by_drafts.items():
+                stats.requests_by_drafts[str(kept)] = stats.requests_by_drafts.get(str(kept), 0) + requests
 
     def _hold_back_for_this_step(self, parallel_allowed: bool) -> None:
         if not parallel_allowed and not self._drafting:

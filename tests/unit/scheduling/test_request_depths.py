@@ -42,16 +42,17 @@ def test_drafts_whose_survival_does_not_pay_for_their_verification_are_cut():
     _measured(depths)
     code, prose = _request("code"), _request("prose")
     # A step of 2 decodes taking 0.1 s, a verified token 0.01 s: a draft pays above 0.1 x tokens a second.
-    cut = depths.cut([code, prose], decodes=2, step_seconds=0.1, token_seconds=0.01, batch_rates=[0.5] * 3)
+    cut, by_drafts = depths.cut([code, prose], decodes=2, step_seconds=0.1, token_seconds=0.01,
+                                batch_rates=[0.5] * 3)
     assert code.spec_token_ids == [10, 11, 12] and prose.spec_token_ids == [] and cut == 3
-    assert depths.drafts_cut == 3 and depths.by_depth == {3: 1, 0: 1}
+    assert by_drafts == {3: 1, 0: 1}
 
 
 def test_a_step_where_a_token_costs_nothing_verifies_every_draft():
     depths = RequestDepths(3)
     _measured(depths)
     prose = _request("prose")
-    assert depths.cut([prose], 1, step_seconds=0.1, token_seconds=0.0, batch_rates=[0.5] * 3) == 0
+    assert depths.cut([prose], 1, step_seconds=0.1, token_seconds=0.0, batch_rates=[0.5] * 3) == (0, {})
     assert prose.spec_token_ids == [10, 11, 12]
 
 
@@ -65,7 +66,7 @@ def test_the_threshold_rises_once_the_poor_drafts_are_gone():
     middling, poor = (depths.survivals(rid, 1, [0.5])[0] for rid in ("middling", "poor"))
     assert middling == pytest.approx(0.48, abs=0.005) and poor == pytest.approx(0.17, abs=0.005)
     requests = [_request("middling", 1), _request("poor", 1)]
-    cut = depths.cut(requests, 2, step_seconds=1.0, token_seconds=0.17, batch_rates=[0.5])
+    cut, _ = depths.cut(requests, 2, step_seconds=1.0, token_seconds=0.17, batch_rates=[0.5])
     assert 0.17 * (2 + middling + poor) < middling < 0.17 * (2 + middling) / (1 - 0.17)
     assert cut == 2 and [r.spec_token_ids for r in requests] == [[], []]
 

@@ -40,7 +40,7 @@ def test_drafts_are_cut_to_each_request_s_limit():
         limits.add(rid, limit)
     assert limits.active and sorted(limits.request_ids) == ["off", "one"]  # at or above k: no limit
     requests = [_request(rid, [7, 8, 9]) for rid in ("off", "one", "deep", "free")]
-    assert limits.cut(requests) == 5
+    assert limits.cut(requests) == (5, 0)
     assert [r.spec_token_ids for r in requests] == [[], [7], [7, 8, 9], [7, 8, 9]]
     limits.release(["off"])
     assert limits.request_ids == ["one"]
@@ -49,9 +49,9 @@ def test_drafts_are_cut_to_each_request_s_limit():
 def test_a_request_past_the_speculative_max_len_verifies_no_drafts_from_then_on():
     limits = RequestLimits(k=3, max_model_len=20)
     short, long = _request("short", [1, 2, 3], num_tokens=17), _request("long", [1, 2, 3], num_tokens=18)
-    assert limits.cut([short, long]) == 3 and long.spec_token_ids == [] and short.spec_token_ids == [1, 2, 3]
+    assert limits.cut([short, long]) == (3, 1) and long.spec_token_ids == [] and short.spec_token_ids == [1, 2, 3]
     long.spec_token_ids = [4, 5, 6]
-    assert limits.cut([long]) == 3 and limits.past_length == 1  # counted once
+    assert limits.cut([long]) == (3, 0)  # counted once
 
 
 def test_the_speculative_max_len_counts_only_below_the_target_s():
