@@ -46,6 +46,12 @@ is predicted from the loads that were, from its first step.
   phases of one request of code ran at depth 1 throughout with all 32 first drafts accepted, where
   stock SD at k = 3 was 15 % faster than at k = 1).
 
+* Per request. Under ``speculation_depth: auto`` each request verifies only the drafts its own
+  acceptance pays for (scheduling/request_depths.py), and the depth is chosen with that cut: a
+  step's tokens and seconds are its requests' own at each depth, the drafter's forwards paid for
+  all of them. In a batch of code and prose the code's drafts can pay where the batch's one rate
+  says no depth does.
+
 Outputs never depend on the depth (verification is exact); only speed does. No clock: the scheduler
 feeds it step durations, and its time is the sum of them.
 """
@@ -53,12 +59,13 @@ feeds it step durations, and its time is the sum of them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from minedraft.scheduling.acceptance import Acceptance
 from minedraft.scheduling.depth_prior import ruled_out_depths
 from minedraft.scheduling.mode_policy import decode_bucket
+from minedraft.scheduling.request_depths import paying_drafts
 from minedraft.scheduling.step_costs import StepCosts
 
 DEFAULT_DRAFT_RATIO = 0.1  # a draft forward's cost prior where the draft's weights are not known
@@ -103,10 +110,11 @@ class DepthController:
         self._start = self._depths[-1]
 
     # ----------------------------------------------------------- decisions
-    def depth(self, decodes: int, catch_up: int = 0, remaining: float | None = None) -> int:
+    def depth(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
+              survivals: Sequence[Sequence[float]] | None = None) -> int:
         """The depth for the decode steps of ``decodes`` requests; ``catch_up``: the tokens the drafter
         would run over once before drafting them (skipped ones, prompts), ``remaining``: the tokens a
-        request has left (typically)."""
+        request has left (typically); ``survivals``: each request's own (see ``goodput``)."""
         if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
         if self._recheck_left > 0 and decode_bucket(decodes) == self._recheck_load:
@@ -124,7 +132,7 @@ class DepthController:
             # Its first steps measure acceptance and costs (a step of prompts alone cannot tell a
             # decode step's cost yet).
             return self._settle(start, decodes, None)
-        rates = self.goodput(decodes, catch_up, remaining)
+        rates = self.goodput(decodes, catch_up, remaining, survivals=survivals)
         probe = self._recheck(decodes, catch_up, remaining, rates)
         if probe:  # the acceptance measured last is too old to run any depth on (a re-check is due)
             return probe
@@ -152,20 +160,41 @@ class DepthController:
         return len(self._depths) > 1
 
     def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
-                ceiling_past: int | None = None) -> list[float]:
+                ceiling_past: int | None = None, survivals: Sequence[Sequence[float]] | None = None) -> list[float]:
         """Predicted output tokens per second at each depth 0..K; ``ceiling_past``: had every draft past
         that position been accepted (0: every draft; a position whose acceptance is not measured yet always
-        counts as accepted)."""
+        counts as accepted). ``survivals``: per request, the chance each of its drafts up to its limit is
+        accepted (scheduling/request_depths.py); where given, each request verifies at each depth only the
+        drafts that pay (``paying_drafts``), and the step's tokens and seconds are its requests', not the
+        batch's acceptance times ``decodes``: in a batch of code and prose the code's drafts can pay where
+        the batch's rate says no depth does."""
         seconds = self.costs.seconds(decodes, self.max_depth)
+        if survivals is None:
+            tokens = [decodes * t for t in self.acceptance.expected_tokens(ceiling_past)]
+        else:
+            seconds, tokens = self._with_paying_drafts(decodes, seconds, survivals)
         catch_up_s = self.costs.catch_up_seconds(decodes, catch_up) if catch_up else 0.0
         left = DEFAULT_REMAINING if remaining is None else max(remaining, 1.0)
-        tokens = self.acceptance.expected_tokens(ceiling_past)
         rates = []
-        for depth, (step, per_request) in enumerate(zip(seconds, tokens)):
+        for depth, (step, total) in enumerate(zip(seconds, tokens)):
             if depth > 0 and catch_up_s > 0:
-                step += catch_up_s / max(1.0, left / per_request)
-            rates.append(decodes * per_request / step if step > 0 else 0.0)
+                step += catch_up_s / max(1.0, left * decodes / total)
+            rates.append(total / step if step > 0 else 0.0)
         return rates
+
+    def _with_paying_drafts(self, decodes: int, seconds: list[float],
+                            survivals: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+        """Each depth's step seconds and tokens where each request verifies, of its first ``depth``
+        drafts, those that pay: a draft cut, or past the request's limit, saves its verification."""
+        token_s = self.costs.token_seconds(decodes)
+        times, tokens = [], []
+        for depth, step in enumerate(seconds):
+            rows = [s[:depth] for s in survivals]
+            step -= token_s * sum(depth - len(r) for r in rows)
+            kept = paying_drafts(rows, decodes, step, token_s)
+            times.append(step - token_s * sum(len(r) - k for r, k in zip(rows, kept)))
+            tokens.append(decodes + sum(sum(r[:k]) for r, k in zip(rows, kept)))
+        return times, tokens
 
     def _settle(self, chosen: int, decodes: int, rates: list[float] | None) -> int:
         old, self._choice = self._choice, chosen

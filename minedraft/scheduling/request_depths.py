@@ -18,6 +18,9 @@ measures nothing: its counts fade by ``idle`` for each step that cut them all (n
 sits out of, in a parallel step's other group), back to the batch's rate, until its drafts pay
 again and are verified.
 
+The depth controller weighs the same cut when it chooses the step's depth (``paying_drafts`` at each
+depth), so that a step drafts where some requests' drafts pay, not only where the batch's do.
+
 Exact by construction: the target verifies a prefix of the drafts made, as when vLLM's token
 budget is short.
 """
@@ -89,16 +92,9 @@ class RequestDepths:
         requests kept each number of drafts."""
         rows = [(r, self.survivals(r.request_id, len(r.spec_token_ids), batch_rates))
                 for r in requests if r.spec_token_ids]
-        if not rows or token_seconds <= 0 or step_seconds <= 0:
+        if not rows:
             return 0, {}
-        tokens = decodes + sum(sum(s) for _, s in rows)
-        threshold = token_seconds * tokens / step_seconds
-        kept = [_above(s, threshold) for _, s in rows]
-        dropped = sum(len(s) - k for (_, s), k in zip(rows, kept))
-        if dropped:  # the step without them: more tokens per second, a higher threshold
-            tokens = decodes + sum(sum(s[:k]) for (_, s), k in zip(rows, kept))
-            threshold = token_seconds * tokens / max(step_seconds - token_seconds * dropped, 1e-9)
-            kept = [_above(s, threshold) for _, s in rows]
+        kept = paying_drafts([s for _, s in rows], decodes, step_seconds, token_seconds)
         cut, by_drafts = 0, {}
         for (request, survivals), k in zip(rows, kept):
             by_drafts[k] = by_drafts.get(k, 0) + 1
@@ -108,6 +104,22 @@ class RequestDepths:
             if k == 0 and (counts := self._counts.get(request.request_id)) is not None:
                 counts.unmeasured += 1
         return cut, by_drafts
+
+
+def paying_drafts(survivals: Sequence[Sequence[float]], decodes: int, step_seconds: float,
+                  token_seconds: float) -> list[int]:
+    """How many of each request's drafts pay, given their ``survivals``, in a step of ``decodes`` decode
+    requests predicted to take ``step_seconds`` verifying all of them (see the module)."""
+    if token_seconds <= 0 or step_seconds <= 0:
+        return [len(s) for s in survivals]
+    tokens = decodes + sum(sum(s) for s in survivals)
+    kept = [_above(s, token_seconds * tokens / step_seconds) for s in survivals]
+    dropped = sum(len(s) - k for s, k in zip(survivals, kept))
+    if dropped:  # the step without them: more tokens per second, a higher threshold
+        tokens = decodes + sum(sum(s[:k]) for s, k in zip(survivals, kept))
+        threshold = token_seconds * tokens / max(step_seconds - token_seconds * dropped, 1e-9)
+        kept = [_above(s, threshold) for s in survivals]
+    return kept
 
 
 def _above(survivals: Sequence[float], threshold: float) -> int:

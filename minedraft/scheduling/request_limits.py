@@ -70,6 +70,13 @@ class RequestLimits:
         for rid in request_ids:
             self._limits.pop(rid, None)
 
+    def limit(self, request: Any) -> int:
+        """The most drafts ``request`` verifies now: its own limit, 0 past ``max_model_len``, else k."""
+        return 0 if self._past(request) else self._limits.get(request.request_id, self.k)
+
+    def _past(self, request: Any) -> bool:
+        return self.max_model_len is not None and request.num_tokens + self.k > self.max_model_len
+
     def cut(self, requests: Iterable[Any]) -> tuple[int, int]:
         """Each request's drafts (``spec_token_ids``) cut to its limit: the drafts cut, and the requests
         that passed ``max_model_len`` now (each counted once: its limit is 0 from then on)."""
@@ -79,7 +86,7 @@ class RequestLimits:
             if not drafts:
                 continue
             limit = self._limits.get(request.request_id, self.k)
-            if limit and self.max_model_len is not None and request.num_tokens + self.k > self.max_model_len:
+            if limit and self._past(request):
                 self._limits[request.request_id] = limit = 0
                 past += 1
             if len(drafts) > limit:

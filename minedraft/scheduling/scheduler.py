@@ -287,8 +287,14 @@ class MineDraftScheduler(Scheduler):
             once = (sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
                     + sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting))
         remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in requests)
+        survivals = None
+        if self.request_depths is not None:  # each request verifies only the drafts that pay: the depth weighs those
+            rates = self.depth_controller.acceptance.per_position()
+            survivals = [self.request_depths.survivals(r.request_id, self.request_limits.limit(r), rates)
+                         for r in requests]
         rechecks = self.depth_controller.rechecks
-        self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining)
+        self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining,
+                                                  survivals=survivals)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.depth_rechecks += self.depth_controller.rechecks - rechecks
 

@@ -91,7 +91,8 @@ def make_request(req_id: str, prompt_len: int, max_tokens: int, prefix: list[int
 
 
 class FakeWorker:
-    """Plays MineDraft's runner: drafts for a deferred step arrive one step later."""
+    """Plays MineDraft's runner: drafts for a deferred step arrive one step later, as many as the step's
+    depth (vLLM's drafter drafts at ``num_spec_tokens_to_schedule``)."""
 
     def __init__(self, k: int, accept: callable):
         self.k = k
@@ -111,12 +112,13 @@ class FakeWorker:
                                 sampled_token_ids=sampled, logprobs=None, prompt_logprobs_dict={},
                                 pooler_output=[])
         outputs = scheduler.update_from_output(output, mro)
+        depth = min(self.k, output.num_spec_tokens_to_schedule)  # the step's depth: k, or the controller's
         drafts = list(self.deferred)  # the lane's job from the previous step
-        self.deferred = req_ids if getattr(output, "defer_drafts", False) else []
+        self.deferred = [(rid, depth) for rid in req_ids] if getattr(output, "defer_drafts", False) else []
         if not getattr(output, "defer_drafts", False):
-            drafts += req_ids
+            drafts += [(rid, depth) for rid in req_ids]
         if output.total_num_scheduled_tokens > 0 and drafts:
-            scheduler.update_draft_token_ids(DraftTokenIds(drafts, [[2] * self.k for _ in drafts]))
+            scheduler.update_draft_token_ids(DraftTokenIds([rid for rid, _ in drafts], [[2] * n for _, n in drafts]))
         return outputs
 
 

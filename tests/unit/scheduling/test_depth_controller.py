@@ -11,6 +11,7 @@ import pytest
 
 from minedraft.scheduling.acceptance import Acceptance
 from minedraft.scheduling.depth_controller import DepthController
+from minedraft.scheduling.request_depths import RequestDepths
 
 
 @dataclass
@@ -425,3 +426,46 @@ def test_the_position_past_the_chosen_depth_is_rechecked_and_a_text_drafted_deep
     later = run(controller, engine, 8, 1000)
     assert controller.rechecks > rechecks
     assert engine.best(8, 3) == 3 and later[-1] == 3 and near_best(engine, 8, later[-50:], 3)
+
+
+def _code_and_prose(a=0.05, w=0.005, draft=0.005, draft_per_request=0.0005, steps=30, seed=0):
+    """A controller and each request's acceptance after ``steps`` steps at depth 3 of 4 requests of code
+    (0.95 of drafts accepted) and 4 of prose (0.05), on a compute-bound target whose costs it measured
+    (``w`` a verified token, ``draft + draft_per_request * decodes`` a draft forward)."""
+    rng = random.Random(seed)
+    controller, requests = DepthController(max_depth=3, draft_ratio=0.2), RequestDepths(3)
+    for _ in range(8):  # loads around 8: a verified token's cost told apart from a draft forward's
+        for decodes in (4, 8, 16):
+            for depth in range(4):
+                tokens = decodes * (1 + depth)
+                seconds = a + w * tokens + depth * (draft + draft_per_request * decodes)
+                controller.costs.observe(decodes, depth, tokens, seconds)
+    for _ in range(steps):
+        verified = [(f"r{i}", 3, accepted_run(rng, 0.95 if i < 4 else 0.05, 3)) for i in range(8)]
+        controller.observe_verification([(drafts, taken) for _, drafts, taken in verified])
+        requests.observe(verified)
+    rates = controller.acceptance.per_position()
+    return controller, [requests.survivals(f"r{i}", 3, rates) for i in range(8)]
+
+
+def test_in_a_batch_of_code_and_prose_the_depth_weighs_the_drafts_that_pay():
+    """The batch's acceptance (about 0.5 at position 1) pays for no depth; each request verifying only the
+    drafts its own acceptance pays for (the prose's are cut), the code's pay for k = 3: the step's tokens
+    and seconds are those of the code's drafts alone, the drafter's forwards paid for all eight."""
+    controller, survivals = _code_and_prose()
+    batch, per_request = controller.goodput(8), controller.goodput(8, survivals=survivals)
+    assert max(range(4), key=batch.__getitem__) == 0 and controller.depth(8) == 0
+    assert per_request[0] == pytest.approx(batch[0]) and per_request[3] > 1.03 * per_request[0]
+    code_tokens = sum(sum(s) for s in survivals[:4])
+    true_seconds = 0.05 + 0.005 * (8 + 12) + 3 * (0.005 + 0.0005 * 8)
+    assert per_request[3] == pytest.approx((8 + code_tokens) / true_seconds, rel=0.02)
+    assert controller.depth(8, survivals=survivals) > 0
+
+
+def test_requests_that_verify_no_drafts_leave_only_the_drafter_s_cost():
+    """Every request limited to no drafts (survivals empty): a depth > 0 verifies nothing and costs the
+    drafter's forwards, so depth 0 wins."""
+    controller, _ = _code_and_prose()
+    rates = controller.goodput(8, survivals=[[]] * 8)
+    assert rates[0] > rates[1] > rates[2] > rates[3]
+    assert rates[0] / rates[3] == pytest.approx((0.05 + 0.04 + 3 * 0.009) / (0.05 + 0.04), rel=0.05)  # the fit, within 5 %

@@ -9,6 +9,7 @@ import pytest
 from scheduler_harness import FakeWorker, make_request, make_scheduler
 from test_scheduler import pin_depth
 
+from minedraft.scheduling.depth_controller import DepthController
 from minedraft.scheduling.request_depths import RequestDepths
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
@@ -52,7 +53,7 @@ def test_a_step_where_a_token_costs_nothing_verifies_every_draft():
     depths = RequestDepths(3)
     _measured(depths)
     prose = _request("prose")
-    assert depths.cut([prose], 1, step_seconds=0.1, token_seconds=0.0, batch_rates=[0.5] * 3) == (0, {})
+    assert depths.cut([prose], 1, step_seconds=0.1, token_seconds=0.0, batch_rates=[0.5] * 3) == (0, {3: 1})
     assert prose.spec_token_ids == [10, 11, 12]
 
 
@@ -105,3 +106,37 @@ def test_the_scheduler_verifies_each_request_s_paying_drafts(model_dir, monkeypa
         return
     assert verified["prose"] < verified["code"] / 3
     assert totals.drafts_trimmed > 0 and totals.requests_by_drafts["3"] > 0 and totals.requests_by_drafts["0"] > 0
+
+
+@pytest.mark.parametrize("setting", ["auto", "step"])
+def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(model_dir, monkeypatch, setting):
+    """Four requests of code (every draft accepted) beside four of prose (none), on a compute-bound target
+    with a draft forward's cost: the batch's rate pays for no depth, so the controller alone (``step``)
+    settles at depth 0; under ``auto`` it weighs each request's paying drafts and the code verifies k."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", setting)
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    # The kit's draft is as large as the target, which rules out every depth > 0 (depth_prior.py): a
+    # controller without that prior; its costs are the ones fed here, not the fake worker's microseconds.
+    sched.depth_controller = DepthController(3)
+    monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: None)
+    for _ in range(8):
+        for decodes in (4, 8, 16):
+            for depth in range(4):
+                tokens = decodes * (1 + depth)
+                sched.depth_controller.costs.observe(decodes, depth, tokens,
+                                                     0.05 + 0.005 * tokens + depth * (0.005 + 0.0005 * decodes))
+    for i in range(4):
+        for kind in ("code", "prose"):
+            sched.add_request(make_request(f"{kind}{i}", 12, 400))
+    worker = FakeWorker(3, lambda rid, n: n if rid.startswith("code") else 0)
+    verified = {"code": 0, "prose": 0}
+    for step in range(60):
+        out = sched.schedule()
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            verified[rid.rstrip("0123456789")] += len(drafts) * (step >= 30)
+        worker.step(sched, out)
+    if setting == "step":
+        assert verified == {"code": 0, "prose": 0} and sched._depth == 0
+    else:
+        # The prose's drafts are verified now and then: its acceptance fades back to the batch's while cut.
+        assert verified["code"] > 30 * 3 and verified["prose"] < verified["code"] / 3 and sched._depth > 0

@@ -346,7 +346,7 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     """A step's drafts are verified next step by the requests running then: a prefill step of waiting
     requests asks the controller for them, the draft's prefill of their prompts counted as work done
     once, and a decode step with one more arriving counts it too (remaining: the median of their
-    max_tokens left)."""
+    max_tokens left; survivals: each request's, the new ones' the batch's)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
     asked = []
@@ -357,7 +357,9 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     worker.step(sched, sched.schedule())
     sched.add_request(make_request("late", 20, 30))
     worker.step(sched, sched.schedule())
-    assert asked == [(3, {"catch_up": 30, "remaining": 40}), (4, {"catch_up": 20, "remaining": 39})]
+    unmeasured = [1.0] * 3  # each request's drafts, nothing measured yet: counted as accepted
+    assert asked == [(3, {"catch_up": 30, "remaining": 40, "survivals": [unmeasured] * 3}),
+                     (4, {"catch_up": 20, "remaining": 39, "survivals": [unmeasured] * 4})]
 
 
 def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
