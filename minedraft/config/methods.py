@@ -39,6 +39,9 @@ class Method:
     own_engine: bool = False
     # In the process drafter it is driven with the target's hidden states of its context layers (DFlash).
     sends_context: bool = False
+    # Tokens its drafter's query adds past K (DFlash queries the bonus token too): vLLM's runner drafts only
+    # where a step's longest request has room for K plus these (the scheduler's _drafter_room).
+    query_extra: int = 0
     # Why the process drafter cannot run it (its refusal's clause).
     stays_in_process: str = "drafts from the target's hidden states or runs no model"
     # A user's proposer class (``custom_class``; the process drafter's target uses one).
@@ -54,7 +57,7 @@ METHODS: dict[str, Method] = {
     "mtp": Method(overlaps=True, stays_in_process="drafts with the target's own MTP layers, from its hidden states"),
     "medusa": Method(overlaps=True, drafts_only_k="Medusa",
                      stays_in_process="drafts from the target's last hidden state (heads, not a model of their own)"),
-    "dflash": Method(overlaps=True, own_engine=True, sends_context=True),
+    "dflash": Method(overlaps=True, own_engine=True, sends_context=True, query_extra=1),
     "ngram": Method(overlaps=True, runs_model=False, stateless=True, drafts_as_lists=True, host_code=True,
                     stays_in_process="runs no model"),
     "suffix": Method(overlaps=True, runs_model=False, drafts_as_lists=True, reads_batch=True,

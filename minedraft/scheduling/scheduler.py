@@ -149,6 +149,7 @@ class MineDraftScheduler(Scheduler):
         # The KV slots vLLM reserves past each scheduled request's tokens for its drafter (K a step).
         self._lookahead_slots = self.num_lookahead_tokens
         self.request_limits = RequestLimits(self.num_spec_tokens, _speculative_max_len(self.vllm_config))
+        self._drafter_room = _drafter_room(self.vllm_config) if spec is not None else 0
         if self.request_limits.max_model_len is not None and self.plans_lanes:
             logger.info("MineDraft: a request longer than the speculative max_model_len (%d tokens, with its %d "
                         "drafts) verifies no drafts from then on (scheduling/request_limits.py).",
@@ -404,7 +405,8 @@ class MineDraftScheduler(Scheduler):
             for r in self.running
             if not r.is_prefill_chunk and r.request_id not in scheduled
         }
-        parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due))
+        parallel = (parallel_allowed and is_balanced(len(scheduled), len(next_due))
+                    and self._drafter_runs_after(scheduled))
         spec = output.scheduled_spec_decode_tokens
         decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
         # Steps that verify or draft nothing tell the mode policy nothing; at depth 0 a decode
@@ -440,6 +442,13 @@ class MineDraftScheduler(Scheduler):
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 
     # ------------------------------------------------------------------ drafts
+    def _drafter_runs_after(self, scheduled: dict[str, int]) -> bool:
+        """Whether vLLM's runner drafts after this step: it drafts for none of the step's requests where the
+        longest of them (its tokens computed after the step), with K drafts, passes the drafter's max_model_len
+        (``GPUModelRunner._input_fits_in_drafter``). Such a step is not deferred to the lane: no job would be
+        made for it, and the next step's plan would count on one."""
+        return max((self.requests[rid].num_computed_tokens for rid in scheduled), default=0) <= self._drafter_room
+
     def expects_draft_tokens(self) -> bool:
         """Whether the worker can have drafts for the step scheduled last: it drafted at a depth
         above 0, or its lane ran a deferred job. At depth 0 with no job, vLLM's scheduler has
@@ -519,6 +528,17 @@ def _speculative_max_len(vllm_config) -> int | None:
     if length is None or length >= vllm_config.model_config.max_model_len:
         return None
     return length
+
+
+def _drafter_room(vllm_config) -> int:
+    """The longest sequence after which vLLM's runner still drafts: the drafter's max_model_len (the
+    speculative max_model_len where set, else the target's) less the tokens its query adds (K, and
+    DFlash's bonus token), as ``GPUModelRunner._input_fits_in_drafter`` reads them."""
+    spec = vllm_config.speculative_config
+    draft = spec.draft_model_config
+    length = (draft.max_model_len if draft is not None and draft.max_model_len is not None
+              else vllm_config.model_config.max_model_len)
+    return length - spec.num_speculative_tokens - method_of(spec).query_extra
 
 
 def _fixed_depth_drafter(spec) -> str | None:

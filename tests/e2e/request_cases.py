@@ -10,6 +10,7 @@ from harness.child import serve
 from harness.engine_args import Speculation, engine_kwargs
 
 MAX_MODEL_LEN = 512
+SPECULATIVE_MAX_MODEL_LEN = 256  # the speculative config's: past it a request verifies no drafts under MineDraft
 
 
 def cases(vocab: int):
@@ -33,6 +34,10 @@ def cases(vocab: int):
         # MineDraft's per-request limit on drafts (scheduling/request_limits.py); vLLM's scheduler ignores it.
         "speculation_limits": lambda: ([prompt] * 4, [SamplingParams(**greedy, extra_args=extra) for extra in (
             {"num_speculative_tokens": 0}, {"num_speculative_tokens": 1}, None, {"other": "kept"})]),
+        # Two prompts past the speculative max_model_len beside two short ones; vLLM's scheduler ignores it.
+        "past_speculative_max_model_len": lambda: ([{"prompt_token_ids": [(7 * i) % (vocab - 3) + 3 for i in range(n)]}
+                                                   for n in (SPECULATIVE_MAX_MODEL_LEN + 40, 40, 300, 60)],
+                                                  SamplingParams(**greedy)),
         "bad_speculation_limit": lambda: ([prompt], SamplingParams(**greedy,
                                                                    extra_args={"num_speculative_tokens": -1})),
     }
@@ -58,8 +63,8 @@ def summarize(outs) -> list[dict]:
 def make_handler(spec: dict):
     from vllm import LLM, SamplingParams
 
-    llm = LLM(**engine_kwargs(spec["mode"], spec["target"], Speculation(spec["draft"], 3),
-                              max_model_len=MAX_MODEL_LEN))
+    speculation = Speculation(spec["draft"], 3, extra={"max_model_len": SPECULATIVE_MAX_MODEL_LEN})
+    llm = LLM(**engine_kwargs(spec["mode"], spec["target"], speculation, max_model_len=MAX_MODEL_LEN))
 
     def run(command: dict) -> dict:
         vocab = llm.get_tokenizer().vocab_size

@@ -2,8 +2,8 @@
 
 Each case (prompt over max_model_len, max_tokens 0, invalid sampling
 parameters, logprobs, prompt_logprobs, structured output, requests that limit
-their own drafts) must give the same outputs, or the same vLLM error, in both
-engines; and the engine must keep serving afterwards. A bad limit on a
+their own drafts, prompts past the speculative max_model_len) must give the same
+outputs, or the same vLLM error, in both engines; and the engine must keep serving afterwards. A bad limit on a
 request's drafts is MineDraft's own error, for that request alone.
 """
 
@@ -36,7 +36,8 @@ def minedraft():
 
 
 CASES = ["prompt_over_max_model_len", "max_tokens_0", "negative_temperature", "top_p_zero", "logprobs",
-         "prompt_logprobs", "structured_regex", "structured_choice", "speculation_limits", "engine_still_serves"]
+         "prompt_logprobs", "structured_regex", "structured_choice", "speculation_limits",
+         "past_speculative_max_model_len", "engine_still_serves"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -66,3 +67,11 @@ def test_requests_that_limit_their_drafts_keep_their_tokens_and_a_bad_limit_fail
     assert "extra_args['num_speculative_tokens'] must be an integer >= 0" in r["bad_speculation_limit"]["message"]
     assert "outputs" in stock["results"]["bad_speculation_limit"]  # vLLM's scheduler ignores the key
     assert "outputs" in r["engine_still_serves"]
+
+
+def test_requests_past_the_speculative_max_model_len_verify_no_drafts_and_keep_their_tokens(stock, minedraft):
+    """The speculative config's max_model_len, which vLLM's V1 scheduler accepts and ignores: the two
+    prompts past it verify no drafts (counted once each, their drafts cut), the two short ones speculate;
+    greedy tokens equal stock SD's (the target alone's)."""
+    assert minedraft["results"]["past_speculative_max_model_len"] == stock["results"]["past_speculative_max_model_len"]
+    assert minedraft["metrics"]["minedraft:past_spec_max_len"] == 2

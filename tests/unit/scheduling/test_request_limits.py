@@ -112,3 +112,27 @@ def test_a_bad_limit_that_reaches_the_engine_core_is_ignored_with_a_warning(mode
         sched.add_request(_limited("bad", -2))
     assert any("request bad speculates as if it asked nothing" in r.getMessage() for r in caplog.records)
     assert sched.request_limits.request_ids == []
+
+
+@pytest.mark.parametrize("spec_len", [None, 48])
+def test_no_step_is_deferred_to_the_lane_where_vllm_s_runner_would_not_draft(model_dir, monkeypatch, spec_len):
+    """vLLM's runner drafts for none of a step's requests where the longest, with K drafts, passes the
+    drafter's max_model_len (the speculative one where set, else the target's: 64 here); a parallel step
+    there would leave the next step's lane without its job (a LanePlanError, the engine dead). Steps
+    are parallel while the requests are short, and none is once one passes."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "parallel")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_model_len=64)
+    if spec_len is not None:
+        sched._drafter_room = spec_len - 3  # as _drafter_room reads a speculative max_model_len of 48
+    for i in range(4):
+        sched.add_request(make_request(f"r{i}", 12, 100))
+    worker, parallel_lengths, longest_seen = FakeWorker(3, lambda rid, n: n), [], 0
+    while sched.has_unfinished_requests():
+        out = sched.schedule()
+        longest = max((sched.requests[rid].num_computed_tokens for rid in out.num_scheduled_tokens), default=0)
+        longest_seen = max(longest_seen, longest)
+        if out.defer_drafts:
+            parallel_lengths.append(longest)
+        worker.step(sched, out)
+    room = (spec_len or 64) - 3
+    assert parallel_lengths and max(parallel_lengths) <= room < longest_seen
