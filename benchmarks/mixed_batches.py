@@ -2,9 +2,9 @@
 against one depth for the whole batch and every static choice.
 
 In one batch the draft predicts code well and prose sampled at temperature 1 less well. MineDraft's
-default cuts each request's verified drafts to those its own measured acceptance pays for
-(``speculation_depth: auto``, scheduling/request_depths.py); ``speculation_depth: step`` keeps one depth
-for the batch (the depth controller alone). Engines, alive side by side in groups of two, each group
+default cuts each request's verified drafts to those its own measured acceptance pays for and chooses
+the step's depth with those cuts (``speculation_depth: auto``, scheduling/request_depths.py);
+``speculation_depth: step`` keeps one depth for the batch from its one acceptance (the depth controller alone). Engines, alive side by side in groups of two, each group
 with a twin of the target alone that scales its rates to group A's (real_pair.py's scheme; an engine
 takes 6-8 GB, a third ran out of 24 GB):
 
@@ -18,7 +18,7 @@ temperature 1 (seeded per request). Reported, medians over rounds: each engine's
 group A's scale, the default against the depth controller alone and against the best static choice
 (the target alone or stock SD at k = 1 or 3).
 
-    python -m benchmarks.mixed_batches              # ~30 min on 2 idle cores
+    python -m benchmarks.mixed_batches              # ~40 min on 2 idle cores
     python -m benchmarks.mixed_batches --replot     # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/real_pair/mixed_batches.json`` and ``mixed_batches.png``.
