@@ -82,14 +82,11 @@ class RequestLimits:
         that passed ``max_model_len`` now (each counted once: its limit is 0 from then on)."""
         cut = past = 0
         for request in requests:
-            drafts = request.spec_token_ids
-            if not drafts:
-                continue
             limit = self._limits.get(request.request_id, self.k)
-            if limit and self._past(request):
+            if limit and self._past(request):  # counted whether or not it has drafts now (vLLM's runner made none)
                 self._limits[request.request_id] = limit = 0
                 past += 1
-            if len(drafts) > limit:
-                cut += len(drafts) - limit
-                request.spec_token_ids = drafts[:limit]
+            if len(request.spec_token_ids) > limit:
+                cut += len(request.spec_token_ids) - limit
+                request.spec_token_ids = request.spec_token_ids[:limit]
         return cut, past

@@ -20,8 +20,9 @@ roles swap. Only these hooks differ from vLLM's ``Scheduler``:
   at the next ``schedule``, so it includes the engine's post-step, where a
   parallel step joins the draft lane.
 * ``update_draft_token_ids``: drafts arriving for requests that were
-  preempted while on the draft lane are dropped; requests a process drafter
-  left without drafts (late or gone) are counted.
+  preempted while on the draft lane are dropped, as are vLLM's placeholder
+  zeros for a step its runner did not draft after (no room in the drafter);
+  requests a process drafter left without drafts (late or gone) are counted.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
 * ``expects_draft_tokens`` and ``skips_held_drafts`` (MineDraft's own; the engine
   core asks them through monkeypatch/patch_draft_collection.py): a step that
@@ -134,6 +135,8 @@ class MineDraftScheduler(Scheduler):
         self._last_mix = (0, 0)
         # Whether the step scheduled last can have drafts to collect (expects_draft_tokens).
         self._drafts_expected = True
+        # The requests of the step scheduled last whose drafts vLLM's runner will not make (_drafter_runs_after).
+        self._placeholder_req_ids: set[str] = set()
         # Steps with prompt tokens draft after their outputs are queued (not in stock mode: vLLM's order).
         # Not for the n-gram and suffix drafters: they have no forward to move, and their call's inputs
         # (the whole token table) would be copied for nothing.
@@ -222,8 +225,8 @@ class MineDraftScheduler(Scheduler):
         load = self._current_load()
         if self.depth_controller is not None:
             self._reserve_draft_slots(load.k)
-        # Depth 0 drafts nothing: no step to overlap.
-        allowed = load.k > 0 and self.mode_policy.parallel_allowed(load)
+        # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
+        allowed = load.k > 0 and self._drafter_has_room() and self.mode_policy.parallel_allowed(load)
         self._hold_back_for_this_step(allowed)
         if self._verified_depth_only:
             self._cut_drafts_to(load.k)
@@ -405,8 +408,11 @@ class MineDraftScheduler(Scheduler):
             for r in self.running
             if not r.is_prefill_chunk and r.request_id not in scheduled
         }
-        parallel = (parallel_allowed and is_balanced(len(scheduled), len(next_due))
-                    and self._drafter_runs_after(scheduled))
+        drafter_runs = self._drafter_runs_after(scheduled)
+        parallel = parallel_allowed and is_balanced(len(scheduled), len(next_due)) and drafter_runs
+        # Where vLLM's runner does not draft, its drafts for the step's requests are K zeros (placeholders):
+        # not verified (update_draft_token_ids), and not collected at all where no lane job drafts either.
+        self._placeholder_req_ids = set() if drafter_runs else set(scheduled)
         spec = output.scheduled_spec_decode_tokens
         decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
         # Steps that verify or draft nothing tell the mode policy nothing; at depth 0 a decode
@@ -427,7 +433,7 @@ class MineDraftScheduler(Scheduler):
             else set()
         )
         self._due = next_due
-        self._drafts_expected = output.num_spec_tokens_to_schedule > 0 or bool(draft_only)
+        self._drafts_expected = (output.num_spec_tokens_to_schedule > 0 and drafter_runs) or bool(draft_only)
         # The depth vLLM drafts this step at: the controller's, or a user's per-batch-size table's;
         # where the drafter drafts only K, the depth the controller verified this step at.
         depth = output.num_spec_tokens_to_schedule if scheduled and not self._verified_depth_only else self._depth
@@ -442,6 +448,11 @@ class MineDraftScheduler(Scheduler):
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 
     # ------------------------------------------------------------------ drafts
+    def _drafter_has_room(self) -> bool:
+        """Whether every running request, with the drafts it has, leaves the drafter room after the step
+        (``_drafter_runs_after``): where one does not, no step holds a group back for the lane."""
+        return max((r.num_tokens_with_spec for r in self.running), default=0) <= self._drafter_room
+
     def _drafter_runs_after(self, scheduled: dict[str, int]) -> bool:
         """Whether vLLM's runner drafts after this step: it drafts for none of the step's requests where the
         longest of them (its tokens computed after the step), with K drafts, passes the drafter's max_model_len
@@ -480,13 +491,15 @@ class MineDraftScheduler(Scheduler):
         late = len(MineDraftDraftTokenIds.of(draft_token_ids).late_req_ids)
         self.minedraft_stats.late_drafts += late
         self.minedraft_totals.late_drafts += late
-        # A request preempted while its drafts were being made is waiting
-        # again; vLLM's own path never delivers drafts to such a request.
+        # A request preempted while its drafts were being made is waiting again; vLLM's own path never
+        # delivers drafts to such a request. vLLM's placeholder drafts (K zeros) for a step whose requests
+        # its runner did not draft for would be verified, and almost all rejected, at a token's cost each.
+        placeholders, self._placeholder_req_ids = self._placeholder_req_ids, set()
         keep = [
             i
             for i, rid in enumerate(draft_token_ids.req_ids)
             if (req := self.requests.get(rid)) is not None
-            and req.status == RequestStatus.RUNNING
+            and req.status == RequestStatus.RUNNING and rid not in placeholders
         ]
         if len(keep) != len(draft_token_ids.req_ids):
             draft_token_ids = DraftTokenIds(

@@ -136,3 +136,28 @@ def test_no_step_is_deferred_to_the_lane_where_vllm_s_runner_would_not_draft(mod
         worker.step(sched, out)
     room = (spec_len or 64) - 3
     assert parallel_lengths and max(parallel_lengths) <= room < longest_seen
+
+
+def test_vllm_s_placeholder_drafts_for_a_step_it_did_not_draft_for_are_not_verified(model_dir, monkeypatch):
+    """After a step whose longest request has no room for K drafts in the drafter, vLLM's runner returns K
+    zeros for each of its requests: they are dropped (not verified next step), and where no lane job drafts
+    either the engine core is told there is nothing to collect."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "parallel")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_model_len=64)
+    sched._drafter_room = 48 - 3  # a speculative max_model_len of 48 (vLLM's scheduler itself trims near 64)
+    for i in range(4):
+        sched.add_request(make_request(f"r{i}", 12, 100))
+    worker, placeholders_verified, verified, collected_after_unfit = FakeWorker(3, lambda rid, n: n), 0, 0, []
+    unfit: set[str] = set()  # the requests of the last step vLLM's runner would not draft for
+    while sched.has_unfinished_requests():
+        out = sched.schedule()
+        for rid, drafts in out.scheduled_spec_decode_tokens.items():
+            placeholders_verified += len(drafts) * (rid in unfit)
+            verified += len(drafts)
+        fits = sched._drafter_runs_after(out.num_scheduled_tokens)
+        unfit = set() if fits else set(out.num_scheduled_tokens)
+        if not fits and not out.draft_only_req_ids:
+            collected_after_unfit.append(sched.expects_draft_tokens())
+        worker.step(sched, out)
+    assert verified > 0 and placeholders_verified == 0
+    assert collected_after_unfit and not any(collected_after_unfit)
