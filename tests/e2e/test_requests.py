@@ -71,7 +71,7 @@ def test_requests_that_limit_their_drafts_keep_their_tokens_and_a_bad_limit_fail
 
 def test_requests_past_the_speculative_max_model_len_verify_no_drafts_and_keep_their_tokens(stock, minedraft):
     """The speculative config's max_model_len, which vLLM's V1 scheduler accepts and ignores: the two
-    prompts past it verify no drafts (counted once each, their drafts cut), the two short ones speculate;
+    prompts past it verify no drafts (each counted once, when it passes), the two short ones speculate;
     greedy tokens equal stock SD's (the target alone's)."""
     assert minedraft["results"]["past_speculative_max_model_len"] == stock["results"]["past_speculative_max_model_len"]
     assert minedraft["metrics"]["minedraft:past_spec_max_len"] == 2
