@@ -51,6 +51,12 @@ is predicted from the loads that were, from its first step.
   step's tokens and seconds are its requests' own at each depth, the drafter's forwards paid for
   all of them. In a batch of code and prose the code's drafts can pay where the batch's one rate
   says no depth does.
+* Nothing waiting. While requests wait, the batch's tokens per second is what frees their slots
+  soonest. Where none waits, the batch ends with its last request: each depth is scored by how soon
+  the request with the most steps left at that depth (its ``max_tokens`` left over its tokens per
+  step) would finish, in the batch's tokens per second, so that drafting the code beside prose never
+  delays the prose that ends the batch (on the real pair, a closed batch of one code and one prose
+  request drafted for the code and ended 5 % later than the target alone).
 
 Outputs never depend on the depth (verification is exact); only speed does. No clock: the scheduler
 feeds it step durations, and its time is the sum of them.
@@ -111,10 +117,10 @@ class DepthController:
 
     # ----------------------------------------------------------- decisions
     def depth(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
-              survivals: Sequence[Sequence[float]] | None = None) -> int:
+              survivals: Sequence[Sequence[float]] | None = None, finishing: Sequence[float] | None = None) -> int:
         """The depth for the decode steps of ``decodes`` requests; ``catch_up``: the tokens the drafter
         would run over once before drafting them (skipped ones, prompts), ``remaining``: the tokens a
-        request has left (typically); ``survivals``: each request's own (see ``goodput``)."""
+        request has left (typically); ``survivals`` and ``finishing``: each request's own (see ``goodput``)."""
         if decodes <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth()
         if self._recheck_left > 0 and decode_bucket(decodes) == self._recheck_load:
@@ -132,7 +138,7 @@ class DepthController:
             # Its first steps measure acceptance and costs (a step of prompts alone cannot tell a
             # decode step's cost yet).
             return self._settle(start, decodes, None)
-        rates = self.goodput(decodes, catch_up, remaining, survivals=survivals)
+        rates = self.goodput(decodes, catch_up, remaining, survivals=survivals, finishing=finishing)
         probe = self._recheck(decodes, catch_up, remaining, rates)
         if probe:  # the acceptance measured last is too old to run any depth on (a re-check is due)
             return probe
@@ -160,41 +166,56 @@ class DepthController:
         return len(self._depths) > 1
 
     def goodput(self, decodes: int, catch_up: int = 0, remaining: float | None = None,
-                ceiling_past: int | None = None, survivals: Sequence[Sequence[float]] | None = None) -> list[float]:
+                ceiling_past: int | None = None, survivals: Sequence[Sequence[float]] | None = None,
+                finishing: Sequence[float] | None = None) -> list[float]:
         """Predicted output tokens per second at each depth 0..K; ``ceiling_past``: had every draft past
         that position been accepted (0: every draft; a position whose acceptance is not measured yet always
         counts as accepted). ``survivals``: per request, the chance each of its drafts up to its limit is
         accepted (scheduling/request_depths.py); where given, each request verifies at each depth only the
         drafts that pay (``paying_drafts``), and the step's tokens and seconds are its requests', not the
         batch's acceptance times ``decodes``: in a batch of code and prose the code's drafts can pay where
-        the batch's rate says no depth does."""
+        the batch's rate says no depth does. ``finishing``: with ``survivals``, where no request waits, the
+        tokens each request has left: each depth is scored by when the request with the most steps left
+        would finish, as ``decodes`` tokens per step of it (see the module): the batch's tokens per
+        second where every request makes as many tokens a step."""
         seconds = self.costs.seconds(decodes, self.max_depth)
+        each = None
         if survivals is None:
             tokens = [decodes * t for t in self.acceptance.expected_tokens(ceiling_past)]
         else:
-            seconds, tokens = self._with_paying_drafts(decodes, seconds, survivals)
+            seconds, each = self._with_paying_drafts(decodes, seconds, survivals)
+            tokens = [decodes + sum(row) for row in each]
+        last = None
+        if finishing is not None and each is not None:
+            left_each = [max(left, 1.0) for left in finishing]
+            most = max(left_each, default=1.0)
+            # Steps the last request needs at each depth, over those it needs at depth 0 (a token a step).
+            last = [max((n / (1 + extra) for n, extra in zip(left_each, row)), default=most) / most for row in each]
         catch_up_s = self.costs.catch_up_seconds(decodes, catch_up) if catch_up else 0.0
         left = DEFAULT_REMAINING if remaining is None else max(remaining, 1.0)
         rates = []
         for depth, (step, total) in enumerate(zip(seconds, tokens)):
             if depth > 0 and catch_up_s > 0:
                 step += catch_up_s / max(1.0, left * decodes / total)
+            if last is not None:
+                total = decodes / last[depth]
             rates.append(total / step if step > 0 else 0.0)
         return rates
 
     def _with_paying_drafts(self, decodes: int, seconds: list[float],
-                            survivals: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
-        """Each depth's step seconds and tokens where each request verifies, of its first ``depth``
-        drafts, those that pay: a draft cut, or past the request's limit, saves its verification."""
+                            survivals: Sequence[Sequence[float]]) -> tuple[list[float], list[list[float]]]:
+        """Each depth's step seconds, and each request's expected accepted drafts, where each request
+        verifies, of its first ``depth`` drafts, those that pay: a draft cut, or past the request's limit,
+        saves its verification."""
         token_s = self.costs.token_seconds(decodes)
-        times, tokens = [], []
+        times, accepted = [], []
         for depth, step in enumerate(seconds):
             rows = [s[:depth] for s in survivals]
             step -= token_s * sum(depth - len(r) for r in rows)
             kept = paying_drafts(rows, decodes, step, token_s)
             times.append(step - token_s * sum(len(r) - k for r, k in zip(rows, kept)))
-            tokens.append(decodes + sum(sum(r[:k]) for r, k in zip(rows, kept)))
-        return times, tokens
+            accepted.append([sum(r[:k]) for r, k in zip(rows, kept)])
+        return times, accepted
 
     def _settle(self, chosen: int, decodes: int, rates: list[float] | None) -> int:
         old, self._choice = self._choice, chosen

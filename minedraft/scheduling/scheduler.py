@@ -278,7 +278,8 @@ class MineDraftScheduler(Scheduler):
         by the requests running then: the decodes, and those whose prompts this step computes (the
         prefilling ones and the waiting ones the batch has room for). The choice is the best depth for
         their decode steps; what drafting costs once (a catch-up of skipped tokens, the draft's prefill
-        of the prompts) is weighed against the tokens they have left."""
+        of the prompts) is weighed against the tokens they have left, and where no request is left waiting,
+        each request's tokens left: the batch ends with its last request (depth_controller.py)."""
         if not self.depth_controller.can_speculate:
             return  # depth 0 on every step (its starting depth)
         room = max(self.max_num_running_reqs - len(self.running), 0)
@@ -291,14 +292,16 @@ class MineDraftScheduler(Scheduler):
             once = (sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
                     + sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting))
         remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in requests)
-        survivals = None
+        survivals = finishing = None
         if self.request_depths is not None:  # each request verifies only the drafts that pay: the depth weighs those
             rates = self.depth_controller.acceptance.per_position()
             survivals = [self.request_depths.survivals(r.request_id, self.request_limits.limit(r), rates)
                          for r in requests]
+            if self.get_request_counts()[1] <= room:  # none left waiting: the batch ends with its last request
+                finishing = [r.max_tokens - r.num_output_tokens for r in requests]
         rechecks = self.depth_controller.rechecks
         self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining,
-                                                  survivals=survivals)
+                                                  survivals=survivals, finishing=finishing)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.depth_rechecks += self.depth_controller.rechecks - rechecks
 

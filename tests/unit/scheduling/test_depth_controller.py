@@ -462,6 +462,32 @@ def test_in_a_batch_of_code_and_prose_the_depth_weighs_the_drafts_that_pay():
     assert controller.depth(8, survivals=survivals) > 0
 
 
+def test_with_nothing_waiting_the_depth_serves_the_request_that_ends_the_batch():
+    """Where no request waits, the batch ends with its last request. Code and prose with as many tokens
+    left: the prose, a token a step at any depth, ends the batch, and every step that drafts for the
+    code delays it, so depth 0 wins. Prose about to finish beside code with many tokens left: the code
+    ends the batch, and its drafts pay."""
+    controller, survivals = _code_and_prose()
+    throughput = controller.goodput(8, survivals=survivals)
+    even = controller.goodput(8, survivals=survivals, finishing=[64] * 8)
+    assert even[0] == pytest.approx(throughput[0])
+    assert max(range(4), key=even.__getitem__) == 0 and controller.depth(8, survivals=survivals, finishing=[64] * 8) == 0
+    prose_ending = controller.goodput(8, survivals=survivals, finishing=[64] * 4 + [4] * 4)
+    # At depth 3 the prose's drafts are cut and the code's kept: the step's tokens are the code's, and the
+    # batch ends with the code request that makes the fewest a step.
+    code = [1 + sum(s) for s in survivals[:4]]
+    assert prose_ending[3] == pytest.approx(8 * min(code) * throughput[3] / (4 + sum(code)))
+    assert controller.depth(8, survivals=survivals, finishing=[64] * 4 + [4] * 4) == 3
+
+
+def test_in_a_batch_of_one_kind_nothing_waiting_scores_as_its_throughput():
+    """Requests alike, with as many tokens left: the last to finish makes what every request makes, and the
+    scores are the batch's tokens per second."""
+    controller, survivals = _code_and_prose()
+    code = [survivals[0]] * 8
+    assert controller.goodput(8, survivals=code, finishing=[20] * 8) == pytest.approx(controller.goodput(8, survivals=code))
+
+
 def test_requests_that_verify_no_drafts_leave_only_the_drafter_s_cost():
     """Every request limited to no drafts (survivals empty): a depth > 0 verifies nothing and costs the
     drafter's forwards, so depth 0 wins."""

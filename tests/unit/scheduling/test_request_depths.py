@@ -108,13 +108,15 @@ def test_the_scheduler_verifies_each_request_s_paying_drafts(model_dir, monkeypa
     assert totals.drafts_trimmed > 0 and totals.requests_by_drafts["3"] > 0 and totals.requests_by_drafts["0"] > 0
 
 
-@pytest.mark.parametrize("setting", ["auto", "step"])
-def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(model_dir, monkeypatch, setting):
+@pytest.mark.parametrize(("setting", "waiting"), [("auto", 2), ("step", 2), ("auto", 0)])
+def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(model_dir, monkeypatch, setting,
+                                                                                 waiting):
     """Four requests of code (every draft accepted) beside four of prose (none), on a compute-bound target
-    with a draft forward's cost: the batch's rate pays for no depth, so the controller alone (``step``)
-    settles at depth 0; under ``auto`` it weighs each request's paying drafts and the code verifies k."""
+    with a draft forward's cost, requests waiting: the batch's rate pays for no depth, so the controller
+    alone (``step``) settles at depth 0; under ``auto`` it weighs each request's paying drafts and the code
+    verifies k. With none waiting, the prose ends the batch and any step that drafts delays it: depth 0."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", setting)
-    sched = make_scheduler(model_dir, MineDraftScheduler)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8)
     # The kit's draft is as large as the target, which rules out every depth > 0 (depth_prior.py): a
     # controller without that prior; its costs are the ones fed here, not the fake worker's microseconds.
     sched.depth_controller = DepthController(3)
@@ -128,6 +130,8 @@ def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(
     for i in range(4):
         for kind in ("code", "prose"):
             sched.add_request(make_request(f"{kind}{i}", 12, 400))
+    for i in range(waiting):  # none of the eight finishes: these wait throughout
+        sched.add_request(make_request(f"waiting{i}", 12, 400))
     worker = FakeWorker(3, lambda rid, n: n if rid.startswith("code") else 0)
     verified = {"code": 0, "prose": 0}
     for step in range(60):
@@ -135,7 +139,7 @@ def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(
         for rid, drafts in out.scheduled_spec_decode_tokens.items():
             verified[rid.rstrip("0123456789")] += len(drafts) * (step >= 30)
         worker.step(sched, out)
-    if setting == "step":
+    if setting == "step" or not waiting:
         assert verified == {"code": 0, "prose": 0} and sched._depth == 0
     else:
         # The prose's drafts are verified now and then: its acceptance fades back to the batch's while cut.

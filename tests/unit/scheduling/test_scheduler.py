@@ -346,7 +346,8 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     """A step's drafts are verified next step by the requests running then: a prefill step of waiting
     requests asks the controller for them, the draft's prefill of their prompts counted as work done
     once, and a decode step with one more arriving counts it too (remaining: the median of their
-    max_tokens left; survivals: each request's, the new ones' the batch's)."""
+    max_tokens left; survivals: each request's, the new ones' the batch's; finishing, none being left
+    waiting: each request's max_tokens left)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
     asked = []
@@ -358,8 +359,25 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     sched.add_request(make_request("late", 20, 30))
     worker.step(sched, sched.schedule())
     unmeasured = [1.0] * 3  # each request's drafts, nothing measured yet: counted as accepted
-    assert asked == [(3, {"catch_up": 30, "remaining": 40, "survivals": [unmeasured] * 3}),
-                     (4, {"catch_up": 20, "remaining": 39, "survivals": [unmeasured] * 4})]
+    assert asked == [(3, {"catch_up": 30, "remaining": 40, "survivals": [unmeasured] * 3, "finishing": [40] * 3}),
+                     (4, {"catch_up": 20, "remaining": 39, "survivals": [unmeasured] * 4,
+                          "finishing": [39] * 3 + [30]})]
+
+
+def test_while_requests_wait_the_depth_serves_the_batch_s_throughput(model_dir, monkeypatch):
+    """Requests left waiting past the batch's room: no request's tokens left are passed (the batch's
+    tokens per second frees their slots soonest); once none waits, each request's are."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=2, max_model_len=128, draft_model=True)
+    asked = []
+    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: asked.append(more["finishing"]) or 3)
+    for i in range(3):
+        sched.add_request(make_request(f"r{i}", 10, 5))
+    worker = FakeWorker(3, lambda rid, n: n)
+    while sched.get_request_counts()[1]:
+        worker.step(sched, sched.schedule())
+    worker.step(sched, sched.schedule())
+    assert asked[0] is None and asked[-1] is not None
 
 
 def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monkeypatch):
