@@ -291,14 +291,15 @@ class MineDraftScheduler(Scheduler):
         if self._drafter_catches_up:
             once = (sum(self._skipped_tokens.get(r.request_id, 0) for r in decodes)
                     + sum(max(r.num_prompt_tokens - r.num_computed_tokens, 0) for r in starting))
-        remaining = statistics.median(r.max_tokens - r.num_output_tokens for r in requests)
+        left = [r.max_tokens - r.num_output_tokens for r in requests]
+        remaining = statistics.median(left)
         survivals = finishing = None
         if self.request_depths is not None:  # each request verifies only the drafts that pay: the depth weighs those
             rates = self.depth_controller.acceptance.per_position()
             survivals = [self.request_depths.survivals(r.request_id, self.request_limits.limit(r), rates)
                          for r in requests]
             if self.get_request_counts()[1] <= room:  # none left waiting: the batch ends with its last request
-                finishing = [r.max_tokens - r.num_output_tokens for r in requests]
+                finishing = left
         rechecks = self.depth_controller.rechecks
         self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining,
                                                   survivals=survivals, finishing=finishing)
