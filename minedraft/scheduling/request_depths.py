@@ -12,10 +12,15 @@ request's drafts). G is computed with every draft, then once more after the cut:
 its poor drafts makes more tokens per second, and its threshold rises.
 
 A request's acceptance per position is counted from its own verified drafts, each older step
-discounted by ``exp(-1 / tau)``, in front of ``prior_trials`` trials at the batch's rate (the
-depth controller's, so a new request starts as the batch). A request whose drafts are all cut
+discounted by ``exp(-1 / tau)``, in front of ``prior_trials`` trials at the prior: the acceptance
+of the requests that finished before it, each request weighed once (by its trials over theirs and
+``prior_trials``, at most 1), the last ``requests_tau`` or so counting most; before any finished,
+the batch's rate (the depth controller's). Not the batch's rate: it counts trials, and a request
+whose drafts are cut adds none, so it leans to the requests that keep drafting (on the real pair,
+after a code request and a prose one, it read the code's rate, and each closed batch of code and
+prose began with 3-5 steps at depth 3 for the prose). A request whose drafts are all cut
 measures nothing: its counts fade by ``idle`` for each step that cut them all (not for a step it
-sits out of, in a parallel step's other group), back to the batch's rate, until its drafts pay
+sits out of, in a parallel step's other group), back to the prior, until its drafts pay
 again and are verified.
 
 The depth controller weighs the same cut when it chooses the step's depth (``paying_drafts`` at each
@@ -46,7 +51,9 @@ class RequestDepths:
     tau: float = 8.0  # a request's verified steps that discount its older ones by 1/e
     prior_trials: float = 2.0
     idle: float = 0.9  # a request's counts keep this much for each step that cut all its drafts
+    requests_tau: float = 8.0  # finished requests that discount the older ones' share of the prior by 1/e
     _counts: dict[str, _Counts] = field(default_factory=dict)
+    _finished: _Counts | None = None  # finished requests' rates (as hits) and weights (as trials), discounted
 
     def observe(self, verified: Iterable[tuple[str, int, int]]) -> None:
         """A finished step's requests as (request id, drafts verified, drafts accepted)."""
@@ -62,8 +69,25 @@ class RequestDepths:
             counts.unmeasured = 0
 
     def release(self, request_ids: Iterable[str]) -> None:
+        """Finished requests: each one's own acceptance joins the prior of the requests after it."""
+        keep = math.exp(-1.0 / self.requests_tau)
         for rid in request_ids:
-            self._counts.pop(rid, None)
+            counts = self._counts.pop(rid, None)
+            if counts is None:
+                continue
+            finished = self._finished = self._finished or _Counts([0.0] * self.max_depth, [0.0] * self.max_depth)
+            for j, (trials, hits) in enumerate(zip(counts.trials, counts.hits)):
+                if trials > 0:  # its rate hits / trials, weighed by trials / (trials + prior_trials)
+                    finished.trials[j] = keep * finished.trials[j] + trials / (trials + self.prior_trials)
+                    finished.hits[j] = keep * finished.hits[j] + hits / (trials + self.prior_trials)
+
+    def prior(self, batch_rates: Sequence[float | None]) -> list[float | None]:
+        """By position, what a request's own counts stand in front of (see the module)."""
+        batch = [batch_rates[j] if j < len(batch_rates) else None for j in range(self.max_depth)]
+        if self._finished is None:
+            return batch
+        return [hits / trials if trials > 0 else rate
+                for trials, hits, rate in zip(self._finished.trials, self._finished.hits, batch)]
 
     @property
     def request_ids(self) -> list[str]:
@@ -73,9 +97,10 @@ class RequestDepths:
         """The chance each of the request's first ``drafts`` drafts is accepted (its run up to it)."""
         counts = self._counts.get(rid)
         fade = 1.0 if counts is None else self.idle ** counts.unmeasured
+        priors = self.prior(batch_rates)
         run, out = 1.0, []
         for j in range(min(drafts, self.max_depth)):
-            prior = batch_rates[j] if j < len(batch_rates) and batch_rates[j] is not None else 1.0
+            prior = 1.0 if priors[j] is None else priors[j]
             if counts is None:
                 rate = prior
             else:

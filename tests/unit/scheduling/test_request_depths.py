@@ -3,6 +3,7 @@ through MineDraftScheduler on vLLM's KV manager (fake worker, no model)."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -31,6 +32,28 @@ def test_a_new_request_starts_from_the_batch_s_acceptance_and_moves_with_its_own
     assert poor[0] < depths.survivals("poor", 3, [0.5] * 3)[0] == pytest.approx(0.5, abs=0.02)
     depths.release(["poor"])
     assert depths.request_ids == ["good"]
+
+
+def test_a_new_request_starts_from_the_finished_requests_each_weighed_once():
+    """Code drafts on while the prose is cut after 3 rejections: by trials the batch reads the code's rate,
+    but the request after both starts between them, and moves towards the requests that finish next."""
+    depths = RequestDepths(3)
+    for step in range(40):
+        depths.observe([("code", 3, 3)] + [("prose", 3, 0)] * (step < 3))
+    keep = math.exp(-1 / depths.tau)
+    code, prose = sum(keep ** i for i in range(40)), sum(keep ** i for i in range(3))  # discounted trials
+    depths.release(["code", "prose"])
+    # Each request's rate (code 1, prose 0) weighed by its trials over them and prior_trials (2), the code's
+    # discounted once more (it finished first).
+    shares = (math.exp(-1 / depths.requests_tau) * code / (code + 2), prose / (prose + 2))
+    expected = shares[0] / sum(shares)
+    assert 0.5 < expected < 0.6
+    # Positions 2 and 3 only the code reached: its rate there.
+    assert depths.survivals("next", 3, [0.95] * 3) == pytest.approx([expected] * 3)
+    for i in range(8):  # more prose finishes: the prior follows it
+        depths.observe([(f"prose {i}", 3, 0)])
+        depths.release([f"prose {i}"])
+    assert depths.survivals("next", 1, [0.95] * 3)[0] < 0.25
 
 
 def _measured(depths, good_steps=6):
