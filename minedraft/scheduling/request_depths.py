@@ -12,13 +12,17 @@ request's drafts). G is computed with every draft, then once more after the cut:
 its poor drafts makes more tokens per second, and its threshold rises.
 
 A request's acceptance per position is counted from its own verified drafts, each older step
-discounted by ``exp(-1 / tau)``, in front of ``prior_trials`` trials at the prior: the acceptance
-of the requests that finished before it, each request weighed once (by its trials over theirs and
-``prior_trials``, at most 1), the last ``requests_tau`` or so counting most; before any finished,
-the batch's rate (the depth controller's). Not the batch's rate: it counts trials, and a request
-whose drafts are cut adds none, so it leans to the requests that keep drafting (on the real pair,
-after a code request and a prose one, it read the code's rate, and each closed batch of code and
-prose began with 3-5 steps at depth 3 for the prose). A request whose drafts are all cut
+discounted by ``exp(-1 / tau)``, in front of ``prior_trials`` trials at the prior. At position 1 the
+prior is the acceptance of the requests that finished before it, each weighed once (by its trials
+over theirs and ``prior_trials``, at most 1; the last ``requests_tau`` or so counting most), with the
+batch's rate (the depth controller's) as one request more. Not the batch's rate alone: it counts
+trials, and a request whose drafts are cut adds none, so it leans to the requests that keep drafting
+(on the real pair, after a code request and a prose one, it read the code's rate, and each closed
+batch of code and prose began with 3-5 steps at depth 3 for the prose). Past position 1 the prior is
+the batch's rate (only requests whose first draft was accepted reach there, and a position the
+deeper steps left unmeasured stands in with the one before: acceptance.py; finished requests' rates
+there, kept as they were, held a code request after two short ones at depth 1 throughout).
+A request whose drafts are all cut
 measures nothing: its counts fade by ``idle`` for each step that cut them all (not for a step it
 sits out of, in a parallel step's other group), back to the prior, until its drafts pay
 again and are verified.
@@ -53,7 +57,7 @@ class RequestDepths:
     idle: float = 0.9  # a request's counts keep this much for each step that cut all its drafts
     requests_tau: float = 8.0  # finished requests that discount the older ones' share of the prior by 1/e
     _counts: dict[str, _Counts] = field(default_factory=dict)
-    _finished: _Counts | None = None  # finished requests' rates (as hits) and weights (as trials), discounted
+    _finished: tuple[float, float] = (0.0, 0.0)  # finished requests' position-1 weights and rates times them
 
     def observe(self, verified: Iterable[tuple[str, int, int]]) -> None:
         """A finished step's requests as (request id, drafts verified, drafts accepted)."""
@@ -69,25 +73,24 @@ class RequestDepths:
             counts.unmeasured = 0
 
     def release(self, request_ids: Iterable[str]) -> None:
-        """Finished requests: each one's own acceptance joins the prior of the requests after it."""
+        """Finished requests: each one's own acceptance at position 1 joins the prior of the requests after it."""
         keep = math.exp(-1.0 / self.requests_tau)
         for rid in request_ids:
             counts = self._counts.pop(rid, None)
-            if counts is None:
+            if counts is None or not counts.trials or counts.trials[0] <= 0:
                 continue
-            finished = self._finished = self._finished or _Counts([0.0] * self.max_depth, [0.0] * self.max_depth)
-            for j, (trials, hits) in enumerate(zip(counts.trials, counts.hits)):
-                if trials > 0:  # its rate hits / trials, weighed by trials / (trials + prior_trials)
-                    finished.trials[j] = keep * finished.trials[j] + trials / (trials + self.prior_trials)
-                    finished.hits[j] = keep * finished.hits[j] + hits / (trials + self.prior_trials)
+            trials, hits = counts.trials[0], counts.hits[0]  # its rate hits / trials, weighed as below
+            weight, weighted = self._finished
+            self._finished = (keep * weight + trials / (trials + self.prior_trials),
+                              keep * weighted + hits / (trials + self.prior_trials))
 
     def prior(self, batch_rates: Sequence[float | None]) -> list[float | None]:
         """By position, what a request's own counts stand in front of (see the module)."""
-        batch = [batch_rates[j] if j < len(batch_rates) else None for j in range(self.max_depth)]
-        if self._finished is None:
-            return batch
-        return [hits / trials if trials > 0 else rate
-                for trials, hits, rate in zip(self._finished.trials, self._finished.hits, batch)]
+        out = [batch_rates[j] if j < len(batch_rates) else None for j in range(self.max_depth)]
+        weight, weighted = self._finished
+        if out and weight > 0:
+            out[0] = weighted / weight if out[0] is None else (weighted + out[0]) / (weight + 1)
+        return out
 
     @property
     def request_ids(self) -> list[str]:

@@ -43,17 +43,33 @@ def test_a_new_request_starts_from_the_finished_requests_each_weighed_once():
     keep = math.exp(-1 / depths.tau)
     code, prose = sum(keep ** i for i in range(40)), sum(keep ** i for i in range(3))  # discounted trials
     depths.release(["code", "prose"])
-    # Each request's rate (code 1, prose 0) weighed by its trials over them and prior_trials (2), the code's
-    # discounted once more (it finished first).
+    # At position 1 each request's rate (code 1, prose 0) weighed by its trials over them and prior_trials (2),
+    # the code's discounted once more (it finished first), and the batch's rate (0.8) as one request more.
     shares = (math.exp(-1 / depths.requests_tau) * code / (code + 2), prose / (prose + 2))
-    expected = shares[0] / sum(shares)
-    assert 0.5 < expected < 0.6
-    # Positions 2 and 3 only the code reached: its rate there.
-    assert depths.survivals("next", 3, [0.95] * 3) == pytest.approx([expected] * 3)
-    for i in range(8):  # more prose finishes: the prior follows it
-        depths.observe([(f"prose {i}", 3, 0)])
+    expected = (shares[0] + 0.8) / (sum(shares) + 1)
+    assert 0.6 < expected < 0.7
+    # Past position 1, the batch's rate.
+    assert depths.survivals("next", 3, [0.8, 0.7, 0.6]) == pytest.approx([expected, expected * 0.7, expected * 0.42])
+    for i in range(8):  # more prose finishes, each cut after 3 rejections: the prior follows it
+        for _ in range(3):
+            depths.observe([(f"prose {i}", 3, 0)])
         depths.release([f"prose {i}"])
-    assert depths.survivals("next", 1, [0.95] * 3)[0] < 0.25
+    assert depths.survivals("next", 1, [0.95] * 3)[0] < 0.3
+
+
+def test_one_finished_request_s_rejections_do_not_close_a_position_to_the_requests_after_it():
+    """A short request rejected its first draft: the next request still verifies its drafts (a verified
+    token costs a tenth of the step's tokens per second), and where they are accepted drafts on."""
+    depths = RequestDepths(3)
+    depths.observe([("short", 3, 0)])
+    depths.release(["short"])
+    assert depths.survivals("code", 3, [0.9] * 3)[0] > 0.5
+    code = _request("code")
+    depths.cut([code], 1, step_seconds=0.1, token_seconds=0.01, batch_rates=[0.9] * 3)
+    assert code.spec_token_ids == [10, 11, 12]
+    for _ in range(5):
+        depths.observe([("code", 3, 3)])
+    assert depths.survivals("code", 3, [0.9] * 3)[2] > 0.7
 
 
 def _measured(depths, good_steps=6):
