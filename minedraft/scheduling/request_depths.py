@@ -22,10 +22,9 @@ batch of code and prose began with 3-5 steps at depth 3 for the prose). Past pos
 the batch's rate (only requests whose first draft was accepted reach there, and a position the
 deeper steps left unmeasured stands in with the one before: acceptance.py; finished requests' rates
 there, kept as they were, held a code request after two short ones at depth 1 throughout).
-A request whose drafts are all cut
-measures nothing: its counts fade by ``idle`` for each step that cut them all (not for a step it
-sits out of, in a parallel step's other group), back to the prior, until its drafts pay
-again and are verified.
+A request whose drafts are all cut measures nothing: its counts fade by ``idle`` for each step that
+cut them all (not for a step it sits out of, in a parallel step's other group), back to the prior,
+until its drafts pay again and are verified.
 
 The depth controller weighs the same cut when it chooses the step's depth (``paying_drafts`` at each
 depth), so that a step drafts where some requests' drafts pay, not only where the batch's do.

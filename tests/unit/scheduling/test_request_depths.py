@@ -59,7 +59,7 @@ def test_a_new_request_starts_from_the_finished_requests_each_weighed_once():
 
 def test_one_finished_request_s_rejections_do_not_close_a_position_to_the_requests_after_it():
     """A short request rejected its first draft: the next request still verifies its drafts (a verified
-    token costs a tenth of the step's tokens per second), and where they are accepted drafts on."""
+    token costs a tenth of the step's seconds), and where they are accepted drafts on."""
     depths = RequestDepths(3)
     depths.observe([("short", 3, 0)])
     depths.release(["short"])
