@@ -441,8 +441,7 @@ class MineDraftScheduler(Scheduler):
         # The depth vLLM drafts this step at: the controller's, or a user's per-batch-size table's;
         # where the drafter drafts only K, the depth the controller verified this step at.
         depth = output.num_spec_tokens_to_schedule if scheduled and not self._verified_depth_only else self._depth
-        # The engine's schedule call after a batch's last request ends runs nothing: not a step.
-        for stats in (self.minedraft_stats, self.minedraft_totals) if scheduled or draft_only else ():
+        for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_step(len(scheduled), len(draft_only), parallel, parallel_allowed,
                                probing=self.mode_policy.probing is not None, depth=depth)
         # Prompt tokens in a step that drafts inline: its drafts can wait until its outputs are queued.

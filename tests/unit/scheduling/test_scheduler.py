@@ -288,21 +288,6 @@ def test_the_counters_show_the_depth_of_a_user_s_per_batch_size_table(model_dir)
     assert sched.minedraft_totals.steps_by_depth == {"3": 1, "0": 3}  # the prefill step: k, no table yet
 
 
-def test_a_schedule_call_that_runs_nothing_is_not_counted_as_a_step(model_dir, monkeypatch):
-    """The engine calls schedule() once more after a batch's last request ends; nothing runs in it,
-    so the step counters (steps by depth, fallback and parallel steps) leave it out."""
-    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
-    sched, worker = prefilled(model_dir, MineDraftScheduler, 2, 20, 6)
-    ran = 1  # the prefill
-    while sched.has_requests():
-        out = sched.schedule()
-        ran += bool(out.num_scheduled_tokens)
-        worker.step(sched, out)
-    sched.schedule()
-    totals = sched.minedraft_totals
-    assert sum(totals.steps_by_depth.values()) == ran == totals.parallel_steps + totals.fallback_steps
-
-
 def test_depth_zero_runs_no_parallel_step_and_its_steps_are_measured(model_dir, monkeypatch):
     """A decode step at depth 0 verifies no drafts, by design: the controller still times it."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
