@@ -79,7 +79,7 @@ def summarize(samples: list[dict]) -> dict:
             rates = {e: tokens / sum(seconds(e, p) for p in phases) for e in engines}
             counters = {e: {k: sum(by[(e, r, p)]["counters"].get(k, 0) for p in phases)
                             for k in ("vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
-                                      "minedraft:drafts_trimmed")} for e in engines}
+                                      "minedraft:drafts_trimmed", "minedraft:first_measurements")} for e in engines}
             row[n] = {"tok_s": rates, "counters": counters}
         per_round.append(row)
     summary = {}

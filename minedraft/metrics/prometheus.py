@@ -28,6 +28,8 @@ _COUNTERS = {
     "num_speculative_tokens) or passed the speculative max_model_len.",
     "drafts_trimmed": "Drafts not verified because their request's measured acceptance did not pay for their "
     "verification (speculation_depth=auto).",
+    "first_measurements": "New requests drafted first at the rate of the finished requests that drafted best, "
+    "where what they could gain outweighed what they could lose (speculation_depth=auto).",
     "past_spec_max_len": "Requests that passed the speculative config's max_model_len: no drafts verified since.",
     "depth_rechecks": "Re-checks the depth controller began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",

@@ -50,6 +50,7 @@ class MineDraftStats:
     depth_rechecks: int = 0  # re-checks the depth controller began (at depth 0, or one depth deeper)
     drafts_cut: int = 0  # drafts not verified: past their request's limit (scheduling/request_limits.py)
     drafts_trimmed: int = 0  # drafts not verified: their acceptance did not pay (scheduling/request_depths.py)
+    first_measurements: int = 0  # new requests measured first (scheduling/first_measurement.py)
     past_spec_max_len: int = 0  # requests that passed the speculative max_model_len (no drafts verified since)
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps

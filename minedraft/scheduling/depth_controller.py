@@ -160,6 +160,11 @@ class DepthController:
         return self._start
 
     @property
+    def depths(self) -> tuple[int, ...]:
+        """The depths the prior does not rule out: those the controller may choose."""
+        return self._depths
+
+    @property
     def can_speculate(self) -> bool:
         """Whether any depth > 0 can pay: where the prior rules every one out (a draft as large as the
         target), the depth is 0 on every step and nothing needs measuring."""

@@ -22,6 +22,10 @@ batch of code and prose began with 3-5 steps at depth 3 for the prose). Past pos
 the batch's rate (only requests whose first draft was accepted reach there, and a position the
 deeper steps left unmeasured stands in with the one before: acceptance.py; finished requests' rates
 there, kept as they were, held a code request after two short ones at depth 1 throughout).
+A request with no verified drafts of its own may stand, for its first ``prior_trials`` verified steps,
+at the rate of the finished requests that drafted best instead (``upper``; measured first where that
+pays: scheduling/first_measurement.py), so that a request of code after prose is measured, not held at
+the mean that pays for no depth.
 A request whose drafts are all cut measures nothing: its counts fade by ``idle`` for each step that
 cut them all (not for a step it sits out of, in a parallel step's other group), back to the prior,
 until its drafts pay again and are verified.
@@ -36,9 +40,12 @@ budget is short.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+FINISHED_KEPT = 64  # finished requests' rates kept for ``upper``: the 64th back weighs exp(-8) with requests_tau 8
 
 
 @dataclass
@@ -46,6 +53,8 @@ class _Counts:
     trials: list[float]
     hits: list[float]
     unmeasured: int = 0  # steps since the last measurement that cut every one of the request's drafts
+    verified: int = 0  # its steps that verified a draft of it
+    first: float | None = None  # its position-1 prior until it has verified prior_trials steps (measured first)
 
 
 @dataclass
@@ -57,6 +66,9 @@ class RequestDepths:
     requests_tau: float = 8.0  # finished requests that discount the older ones' share of the prior by 1/e
     _counts: dict[str, _Counts] = field(default_factory=dict)
     _finished: tuple[float, float] = (0.0, 0.0)  # finished requests' position-1 weights and rates times them
+    # The last FINISHED_KEPT of them as (weight, rate), oldest first, and those above their mean (``upper``).
+    _rates: deque = field(default_factory=lambda: deque(maxlen=FINISHED_KEPT))
+    _upper: tuple[float, float] | None = None
 
     def observe(self, verified: Iterable[tuple[str, int, int]]) -> None:
         """A finished step's requests as (request id, drafts verified, drafts accepted)."""
@@ -70,6 +82,7 @@ class RequestDepths:
                 counts.trials[j] = fade * counts.trials[j] + 1.0
                 counts.hits[j] = fade * counts.hits[j] + (j < accepted)
             counts.unmeasured = 0
+            counts.verified += drafts > 0
 
     def release(self, request_ids: Iterable[str]) -> None:
         """Finished requests: each one's own acceptance at position 1 joins the prior of the requests after it."""
@@ -82,6 +95,23 @@ class RequestDepths:
             weight, weighted = self._finished
             self._finished = (keep * weight + trials / (trials + self.prior_trials),
                               keep * weighted + hits / (trials + self.prior_trials))
+            self._rates.append((trials / (trials + self.prior_trials), hits / trials))
+            self._upper = None if not self._rates else _above_mean(self._rates, keep)
+
+    @property
+    def upper(self) -> tuple[float, float] | None:
+        """Of the finished requests (weighed as in the prior), those whose position-1 rate was above their
+        mean: their share of the weight and their mean rate; None where none was."""
+        return self._upper
+
+    def undecided(self, rid: str) -> bool:
+        """Whether the request has neither counts of its own nor a decision on its first measurement."""
+        return rid not in self._counts
+
+    def decide(self, request_ids: Iterable[str], first: float | None) -> None:
+        """New requests' first measurement: at ``first`` (measured first), or at the prior (None)."""
+        for rid in request_ids:
+            self._counts.setdefault(rid, _Counts([0.0] * self.max_depth, [0.0] * self.max_depth, first=first))
 
     def prior(self, batch_rates: Sequence[float | None]) -> list[float | None]:
         """By position, what a request's own counts stand in front of (see the module)."""
@@ -95,11 +125,17 @@ class RequestDepths:
     def request_ids(self) -> list[str]:
         return list(self._counts)
 
-    def survivals(self, rid: str, drafts: int, batch_rates: Sequence[float | None]) -> list[float]:
-        """The chance each of the request's first ``drafts`` drafts is accepted (its run up to it)."""
+    def survivals(self, rid: str, drafts: int, batch_rates: Sequence[float | None],
+                  first: float | None = None) -> list[float]:
+        """The chance each of the request's first ``drafts`` drafts is accepted (its run up to it);
+        ``first``: its position-1 prior, as if it were measured first (see ``decide``)."""
         counts = self._counts.get(rid)
         fade = 1.0 if counts is None else self.idle ** counts.unmeasured
         priors = self.prior(batch_rates)
+        if counts is not None and counts.first is not None and counts.verified < self.prior_trials:
+            first = counts.first
+        if first is not None and priors:
+            priors[0] = first
         run, out = 1.0, []
         for j in range(min(drafts, self.max_depth)):
             prior = 1.0 if priors[j] is None else priors[j]
@@ -131,6 +167,19 @@ class RequestDepths:
             if k == 0 and (counts := self._counts.get(request.request_id)) is not None:
                 counts.unmeasured += 1
         return cut, by_drafts
+
+
+def _above_mean(rates: Sequence[tuple[float, float]], keep: float) -> tuple[float, float] | None:
+    """Of (weight, rate) rows, oldest first, each discounted by ``keep`` per row after it: the weight share
+    and the mean rate of the rows above the mean."""
+    weights = [w * keep ** (len(rates) - 1 - i) for i, (w, _) in enumerate(rates)]
+    total = sum(weights)
+    mean = sum(w * r for w, (_, r) in zip(weights, rates)) / total
+    above = [(w, r) for w, (_, r) in zip(weights, rates) if r > mean]
+    if not above:
+        return None
+    weight = sum(w for w, _ in above)
+    return weight / total, sum(w * r for w, r in above) / weight
 
 
 def paying_drafts(survivals: Sequence[Sequence[float]], decodes: int, step_seconds: float,

@@ -67,6 +67,7 @@ from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
 from minedraft.scheduling.depth_controller import ChosenDepth, DepthController
 from minedraft.scheduling.depth_prior import speculative_cost_ratio
+from minedraft.scheduling.first_measurement import decide_first_measurements
 from minedraft.scheduling.groups import choose_held, is_balanced
 from minedraft.scheduling.mode_policy import Load, ModePolicy
 from minedraft.scheduling.mode_prior import make_prior, placement
@@ -222,6 +223,8 @@ class MineDraftScheduler(Scheduler):
             return super().schedule(throttle_prefills)
         started = time.perf_counter()
         self._time_finished_step(started)
+        if self.request_depths is not None:  # the finished ones join the prior of the requests after them
+            self.request_depths.release([rid for rid in self.request_depths.request_ids if rid not in self.requests])
         load = self._current_load()
         if self.depth_controller is not None:
             self._reserve_draft_slots(load.k)
@@ -294,17 +297,21 @@ class MineDraftScheduler(Scheduler):
         left = [r.max_tokens - r.num_output_tokens for r in requests]
         remaining = statistics.median(left)
         survivals = finishing = None
+        first = 0  # requests measured first (scheduling/first_measurement.py)
         if self.request_depths is not None:  # each request verifies only the drafts that pay: the depth weighs those
             rates = self.depth_controller.acceptance.per_position()
-            survivals = [self.request_depths.survivals(r.request_id, self.request_limits.limit(r), rates)
-                         for r in requests]
+            limits = [self.request_limits.limit(r) for r in requests]
             if self.get_request_counts()[1] <= room:  # none left waiting: the batch ends with its last request
                 finishing = left
+            first = decide_first_measurements(self.depth_controller, self.request_depths, requests, limits, rates,
+                                              once, remaining, left, finishing)
+            survivals = [self.request_depths.survivals(r.request_id, n, rates) for r, n in zip(requests, limits)]
         rechecks = self.depth_controller.rechecks
         self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining,
                                                   survivals=survivals, finishing=finishing)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.depth_rechecks += self.depth_controller.rechecks - rechecks
+            stats.first_measurements += first
 
     def _reserve_draft_slots(self, depth: int) -> None:
         """KV slots past a request's scheduled tokens only where this step's drafter writes there. A
@@ -355,7 +362,6 @@ class MineDraftScheduler(Scheduler):
         """The drafts of each request verified in this step cut to those whose acceptance, measured per
         request, pays for their verification in the step-cost model (scheduling/request_depths.py)."""
         controller, depths = self.depth_controller, self.request_depths
-        depths.release([rid for rid in depths.request_ids if rid not in self.requests])  # finished
         if not controller.costs.known:
             return
         due = [r for r in self.running if not r.is_prefill_chunk

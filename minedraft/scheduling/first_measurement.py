@@ -1,0 +1,74 @@
+"""A new request's first drafts: measured where what they could gain outweighs what they could lose.
+
+A request's drafts pay by its own acceptance (scheduling/request_depths.py), which nothing tells before its
+first drafts are verified; until then it stands at the finished requests' mean rate. Where that mean lies
+between texts the draft predicts well and texts it misses (code and prose), it can pay for no depth,
+and a request that would pay is never measured: on the real pair at N = 1 on a 2-core Xeon, a request of
+code after a batch half of prose ran every step at depth 0, where before that batch it drafted at depth 3
+at 1.24x the target alone.
+
+So measuring is weighed, once per request, when its depth is first chosen. Of the finished requests, each
+weighed once and the recent ones most, those whose position-1 rate was above their mean are the ``share`` a
+new request may be like, at their mean rate (``RequestDepths.upper``). Taken at that rate, the new requests
+would have the step run at the depth best for them: where that beats the depth chosen without them by the
+controller's margin, measuring them first
+
+* gains, if they are like those requests, the seconds saved over the tokens the batch has left (at the
+  chosen depth's tokens per second, then at the better one's);
+* loses, if they are not, ``prior_trials`` steps at that depth for nothing: the seconds those steps cost
+  over the chosen depth's (their own tokens not counted).
+
+They are measured first where share x gain > (1 - share) x loss: their first ``prior_trials`` verified steps
+then stand at the upper rate, not the mean, and their own acceptance takes over from there. A run of prose
+lowers the share and the upper rate both; a load where no depth pays at any rate (a large compute-bound
+batch) measures nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from minedraft.scheduling.depth_controller import DepthController
+from minedraft.scheduling.request_depths import RequestDepths
+
+
+def decide_first_measurements(controller: DepthController, depths: RequestDepths, requests: Sequence[Any],
+                              limits: Sequence[int], batch_rates: Sequence[float | None], catch_up: int,
+                              remaining: float, left: Sequence[int], finishing: Sequence[int] | None) -> int:
+    """Decide, for the ``requests`` whose depth is being chosen and who have none of their own yet, whether
+    they are measured first (see the module); ``limits``: each request's drafts at most, ``left``: its
+    tokens left. How many were."""
+    new = [i for i, r in enumerate(requests) if depths.undecided(r.request_id)]
+    if not new or not controller.costs.known:
+        return 0  # decided once the step costs are known (its first steps draft at the start depth anyway)
+    upper, first = depths.upper, None
+    if upper is not None:
+        as_mean = [depths.survivals(r.request_id, n, batch_rates) for r, n in zip(requests, limits)]
+        as_upper = list(as_mean)
+        for i in new:
+            as_upper[i] = depths.survivals(requests[i].request_id, limits[i], batch_rates, first=upper[1])
+        args = (len(requests), catch_up, remaining)
+        plain = controller.goodput(*args, survivals=as_mean, finishing=finishing)
+        hopeful = controller.goodput(*args, survivals=as_upper, finishing=finishing)
+        tokens = max(left) * len(requests) if finishing is not None else sum(left)
+        if pays(controller, len(requests), plain, hopeful, tokens, upper[0], math.ceil(depths.prior_trials)):
+            first = upper[1]
+    depths.decide([requests[i].request_id for i in new], first)
+    return len(new) if first is not None else 0
+
+
+def pays(controller: DepthController, decodes: int, plain: Sequence[float], hopeful: Sequence[float],
+         tokens: float, share: float, steps: int) -> bool:
+    """Whether measuring first pays in steps of ``decodes`` requests: ``plain`` and ``hopeful``, the goodput
+    at each depth without it and with the new requests at the upper rate; ``tokens`` the batch has left, at
+    ``share`` (see the module)."""
+    depth = max(controller.depths, key=lambda d: (plain[d], -d))
+    probe = max(controller.depths, key=lambda d: (hopeful[d], -d))
+    if probe == 0 or plain[depth] <= 0 or hopeful[probe] <= plain[depth] * (1 + controller.margin):
+        return False
+    gain = tokens * (1 / plain[depth] - 1 / hopeful[probe])
+    seconds = controller.costs.seconds(decodes, controller.max_depth)
+    loss = steps * max(seconds[probe] - seconds[depth], 0.0)
+    return share * gain > (1 - share) * loss
