@@ -18,8 +18,11 @@ controller's margin, measuring them first
 * loses, if they are not, ``prior_trials`` steps at that depth for nothing: the seconds those steps cost
   over the chosen depth's (their own tokens not counted).
 
-They are measured first where share x gain > (1 - share) x loss: their first ``prior_trials`` verified steps
-then stand at the upper rate, not the mean, and their own acceptance takes over from there. A run of prose
+They are measured first where chance x gain > (1 - chance) x loss, the chance being the share; where no
+request waits and the batch ends with its last one (depth_controller.py), the share to the power of the new
+requests, for the gain comes only where every one of them drafts well: a closed batch of code and prose is
+measured first only where one or two requests are new. Measured first, their first ``prior_trials`` verified
+steps stand at the upper rate, not the mean, and their own acceptance takes over from there. A run of prose
 lowers the share and the upper rate both; a load where no depth pays at any rate (a large compute-bound
 batch) measures nothing.
 """
@@ -53,17 +56,18 @@ def decide_first_measurements(controller: DepthController, depths: RequestDepths
         plain = controller.goodput(*args, survivals=as_mean, finishing=finishing)
         hopeful = controller.goodput(*args, survivals=as_upper, finishing=finishing)
         tokens = max(left) * len(requests) if finishing is not None else sum(left)
-        if pays(controller, len(requests), plain, hopeful, tokens, upper[0], math.ceil(depths.prior_trials)):
+        chance = upper[0] ** len(new) if finishing is not None else upper[0]
+        if pays(controller, len(requests), plain, hopeful, tokens, chance, math.ceil(depths.prior_trials)):
             first = upper[1]
     depths.decide([requests[i].request_id for i in new], first)
     return len(new) if first is not None else 0
 
 
 def pays(controller: DepthController, decodes: int, plain: Sequence[float], hopeful: Sequence[float],
-         tokens: float, share: float, steps: int) -> bool:
+         tokens: float, chance: float, steps: int) -> bool:
     """Whether measuring first pays in steps of ``decodes`` requests: ``plain`` and ``hopeful``, the goodput
-    at each depth without it and with the new requests at the upper rate; ``tokens`` the batch has left, at
-    ``share`` (see the module)."""
+    at each depth without it and with the new requests at the upper rate; ``tokens`` the batch has left;
+    ``chance``: that they are like the finished requests above the mean (see the module)."""
     depth = max(controller.depths, key=lambda d: (plain[d], -d))
     probe = max(controller.depths, key=lambda d: (hopeful[d], -d))
     if probe == 0 or plain[depth] <= 0 or hopeful[probe] <= plain[depth] * (1 + controller.margin):
@@ -71,4 +75,4 @@ def pays(controller: DepthController, decodes: int, plain: Sequence[float], hope
     gain = tokens * (1 / plain[depth] - 1 / hopeful[probe])
     seconds = controller.costs.seconds(decodes, controller.max_depth)
     loss = steps * max(seconds[probe] - seconds[depth], 0.0)
-    return share * gain > (1 - share) * loss
+    return chance * gain > (1 - chance) * loss

@@ -96,7 +96,7 @@ class RequestDepths:
             self._finished = (keep * weight + trials / (trials + self.prior_trials),
                               keep * weighted + hits / (trials + self.prior_trials))
             self._rates.append((trials / (trials + self.prior_trials), hits / trials))
-            self._upper = None if not self._rates else _above_mean(self._rates, keep)
+            self._upper = _above_mean(self._rates, keep)
 
     @property
     def upper(self) -> tuple[float, float] | None:

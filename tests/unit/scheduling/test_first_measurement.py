@@ -120,3 +120,14 @@ def test_the_scheduler_measures_a_code_request_after_code_and_prose_first(model_
         run(make_request("code new", 12, 100))
         assert (sched.minedraft_totals.first_measurements == 1) is drafts
         assert (verified.get("code new", 0) > 40) is drafts, verified  # of its 50 steps or so, at depth 1
+
+
+def test_a_closed_batch_of_new_requests_is_measured_first_only_where_every_one_may_draft_well():
+    """Two new requests: while others wait, the gain grows with each one that drafts well (at the share);
+    where none waits the batch ends with its last request, and gains only where both draft well."""
+    controller, depths = _controller(), RequestDepths(3)
+    _finished(depths, ["code", "prose"])
+    rates, pair = controller.acceptance.per_position(), [_new("a"), _new("b")]
+    assert decide_first_measurements(controller, depths, pair, [3, 3], rates, 0, 100, [100, 100], None) == 2
+    closed = [_new("c"), _new("d")]
+    assert decide_first_measurements(controller, depths, closed, [3, 3], rates, 0, 100, [100, 100], [100, 100]) == 0
