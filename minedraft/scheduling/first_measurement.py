@@ -7,9 +7,10 @@ and a request that would pay is never measured: on the real pair at N = 1 on a 2
 code after a batch half of prose ran every step at depth 0, where before that batch it drafted at depth 3
 at 1.24x the target alone.
 
-So measuring is weighed, once per request, when its depth is first chosen. Of the finished requests, each
-weighed once and the recent ones most, those whose position-1 rate was above their mean are the ``share`` a
-new request may be like, at their mean rate (``RequestDepths.upper``). Taken at that rate, the new requests
+So measuring is weighed, once per request, in the first step it decodes in (its prompt computed: by then a
+burst's requests have all arrived, where its first request, arrived alone, would be weighed as a batch of
+one). Of the finished requests, the recent ones counting most, those whose position-1 rate was above their
+mean are the ``share`` a new request may be like, at their mean rate (``RequestDepths.upper``). Taken at that rate, the new requests
 would have the step run at the depth best for them: where that beats the depth chosen without them by the
 controller's margin, measuring them first
 
@@ -38,12 +39,13 @@ from minedraft.scheduling.request_depths import RequestDepths
 
 
 def decide_first_measurements(controller: DepthController, depths: RequestDepths, requests: Sequence[Any],
-                              limits: Sequence[int], batch_rates: Sequence[float | None], catch_up: int,
-                              remaining: float, left: Sequence[int], finishing: Sequence[int] | None) -> int:
-    """Decide, for the ``requests`` whose depth is being chosen and who have none of their own yet, whether
-    they are measured first (see the module); ``limits``: each request's drafts at most, ``left``: its
-    tokens left. How many were."""
-    new = [i for i, r in enumerate(requests) if depths.undecided(r.request_id)]
+                              decodes: int, limits: Sequence[int], batch_rates: Sequence[float | None],
+                              catch_up: int, remaining: float, left: Sequence[int],
+                              finishing: Sequence[int] | None) -> int:
+    """Decide, for the ``requests`` whose depth is being chosen (the first ``decodes`` of them decoding, the
+    rest starting) and who decode with nothing decided yet, whether they are measured first (see the module);
+    ``limits``: each request's drafts at most, ``left``: its tokens left. How many were."""
+    new = [i for i, r in enumerate(requests[:decodes]) if depths.undecided(r.request_id)]
     if not new or not controller.costs.known:
         return 0  # decided once the step costs are known (its first steps draft at the start depth anyway)
     upper, first = depths.upper, None

@@ -100,8 +100,8 @@ class RequestDepths:
 
     @property
     def upper(self) -> tuple[float, float] | None:
-        """Of the finished requests (weighed as in the prior), those whose position-1 rate was above their
-        mean: their share of the weight and their mean rate; None where none was."""
+        """Of the finished requests, those whose position-1 rate was above their mean (weighed as in the
+        prior): their share of the requests, each counted once, and their mean rate; None where none was."""
         return self._upper
 
     def undecided(self, rid: str) -> bool:
@@ -170,16 +170,18 @@ class RequestDepths:
 
 
 def _above_mean(rates: Sequence[tuple[float, float]], keep: float) -> tuple[float, float] | None:
-    """Of (weight, rate) rows, oldest first, each discounted by ``keep`` per row after it: the weight share
-    and the mean rate of the rows above the mean."""
-    weights = [w * keep ** (len(rates) - 1 - i) for i, (w, _) in enumerate(rates)]
-    total = sum(weights)
-    mean = sum(w * r for w, (_, r) in zip(weights, rates)) / total
-    above = [(w, r) for w, (_, r) in zip(weights, rates) if r > mean]
+    """Of (weight, rate) rows, oldest first, each discounted by ``keep`` per row after it, those above the
+    weighted mean: their share of the rows, each counted once (a request is as likely to come again however
+    many of its drafts were verified: a prose request cut after one rejection counts as a code request
+    drafted throughout), and their weighted mean rate."""
+    ages = [keep ** (len(rates) - 1 - i) for i in range(len(rates))]
+    weights = [w * age for age, (w, _) in zip(ages, rates)]
+    mean = sum(w * r for w, (_, r) in zip(weights, rates)) / sum(weights)
+    above = [i for i, (_, r) in enumerate(rates) if r > mean]
     if not above:
         return None
-    weight = sum(w for w, _ in above)
-    return weight / total, sum(w * r for w, r in above) / weight
+    weight = sum(weights[i] for i in above)
+    return sum(ages[i] for i in above) / sum(ages), sum(weights[i] * rates[i][1] for i in above) / weight
 
 
 def paying_drafts(survivals: Sequence[Sequence[float]], decodes: int, step_seconds: float,

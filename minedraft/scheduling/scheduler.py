@@ -303,8 +303,8 @@ class MineDraftScheduler(Scheduler):
             limits = [self.request_limits.limit(r) for r in requests]
             if self.get_request_counts()[1] <= room:  # none left waiting: the batch ends with its last request
                 finishing = left
-            first = decide_first_measurements(self.depth_controller, self.request_depths, requests, limits, rates,
-                                              once, remaining, left, finishing)
+            first = decide_first_measurements(self.depth_controller, self.request_depths, requests, len(decodes),
+                                              limits, rates, once, remaining, left, finishing)
             survivals = [self.request_depths.survivals(r.request_id, n, rates) for r, n in zip(requests, limits)]
         rechecks = self.depth_controller.rechecks
         self._depth = self.depth_controller.depth(len(requests), catch_up=once, remaining=remaining,

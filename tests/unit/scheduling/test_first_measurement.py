@@ -46,9 +46,10 @@ def _new(rid: str = "new") -> SimpleNamespace:
 def test_the_upper_rate_is_that_of_the_finished_requests_above_their_mean():
     depths = RequestDepths(3)
     assert depths.upper is None
-    _finished(depths, ["prose", "code"])
+    _finished(depths, ["prose"], steps=1)  # cut after its first rejection
+    _finished(depths, ["code"], steps=8)
     share, rate = depths.upper
-    # Each weighed by its trials over them and prior_trials, the same here; the prose's discounted once more.
+    # Each request counted once, whatever its trials; the prose's discounted once more (it finished first).
     assert rate == 1.0 and share == pytest.approx(1 / (1 + math.exp(-1 / depths.requests_tau)))
     _finished(depths, ["prose"] * 3)
     assert depths.upper[0] < share / 2 and depths.upper[1] == 1.0
@@ -80,7 +81,7 @@ def test_a_new_request_is_measured_first_where_the_chance_of_the_gain_outweighs_
     rates = controller.acceptance.per_position()
     plain = controller.goodput(1, survivals=[depths.survivals("new", 3, rates)])
     assert max(range(4), key=plain.__getitem__) == 0  # at the finished requests' mean rate no depth pays
-    counted = decide_first_measurements(controller, depths, [_new()], [3], rates, 0, 100, [100], [100])
+    counted = decide_first_measurements(controller, depths, [_new()], 1, [3], rates, 0, 100, [100], [100])
     assert counted == int(measured) and not depths.undecided("new")
     assert (depths.survivals("new", 1, rates)[0] == 1.0) is measured
 
@@ -89,8 +90,8 @@ def test_a_request_with_few_tokens_left_is_not_measured_first():
     controller, depths = _controller(), RequestDepths(3)
     _finished(depths, ["code", "prose"])
     rates = controller.acceptance.per_position()
-    assert decide_first_measurements(controller, depths, [_new()], [3], rates, 0, 8, [8], [8]) == 0
-    assert decide_first_measurements(controller, depths, [_new("long")], [3], rates, 0, 400, [400], [400]) == 1
+    assert decide_first_measurements(controller, depths, [_new()], 1, [3], rates, 0, 8, [8], [8]) == 0
+    assert decide_first_measurements(controller, depths, [_new("long")], 1, [3], rates, 0, 400, [400], [400]) == 1
 
 
 def test_the_scheduler_measures_a_code_request_after_code_and_prose_first(model_dir, monkeypatch):
@@ -128,6 +129,17 @@ def test_a_closed_batch_of_new_requests_is_measured_first_only_where_every_one_m
     controller, depths = _controller(), RequestDepths(3)
     _finished(depths, ["code", "prose"])
     rates, pair = controller.acceptance.per_position(), [_new("a"), _new("b")]
-    assert decide_first_measurements(controller, depths, pair, [3, 3], rates, 0, 100, [100, 100], None) == 2
+    assert decide_first_measurements(controller, depths, pair, 2, [3, 3], rates, 0, 100, [100, 100], None) == 2
     closed = [_new("c"), _new("d")]
-    assert decide_first_measurements(controller, depths, closed, [3, 3], rates, 0, 100, [100, 100], [100, 100]) == 0
+    assert decide_first_measurements(controller, depths, closed, 2, [3, 3], rates, 0, 100, [100, 100], [100, 100]) == 0
+
+
+def test_a_request_is_weighed_in_the_first_step_it_decodes_in_not_while_its_prompt_waits():
+    """A burst's first request arrives alone: weighed then, as a batch of one, it would be measured first
+    and the step would draft for every prompt of the burst after it."""
+    controller, depths = _controller(), RequestDepths(3)
+    _finished(depths, ["code", "prose"])
+    rates = controller.acceptance.per_position()
+    assert decide_first_measurements(controller, depths, [_new()], 0, [3], rates, 0, 100, [100], [100]) == 0
+    assert depths.undecided("new")
+    assert decide_first_measurements(controller, depths, [_new()], 1, [3], rates, 0, 100, [100], [100]) == 1
