@@ -10,9 +10,9 @@ at 1.24x the target alone.
 So measuring is weighed, once per request, in the first step it decodes in (its prompt computed: by then a
 burst's requests have all arrived, where its first request, arrived alone, would be weighed as a batch of
 one). Of the finished requests, the recent ones counting most, those whose position-1 rate was above their
-mean are the ``share`` a new request may be like, at their mean rate (``RequestDepths.upper``). Taken at that rate, the new requests
-would have the step run at the depth best for them: where that beats the depth chosen without them by the
-controller's margin, measuring them first
+mean are the ``share`` a new request may be like, at their mean rate (``RequestDepths.upper``). Taken at
+that rate, the new requests would have the step run at the depth best for them: where that beats the depth
+chosen without them by the controller's margin, measuring them first
 
 * gains, if they are like those requests, the seconds saved over the tokens the batch has left (at the
   chosen depth's tokens per second, then at the better one's);
