@@ -82,17 +82,17 @@ def summarize(samples: list[dict]) -> dict:
                                       "minedraft:drafts_trimmed", "minedraft:first_measurements")} for e in engines}
             row[n] = {"tok_s": rates, "counters": counters}
         per_round.append(row)
+    static = [e for e in STATIC if e in engines]  # the groups run (--groups): B and C hold stock SD
+    pairs = {"auto_vs_step": ("minedraft_auto", ["minedraft_step"]), "auto_vs_best_static": ("minedraft_auto", static),
+             "step_vs_best_static": ("minedraft_step", static)}
     summary = {}
     for n in LOADS:
         rows = [row[n] for row in per_round]
         tok_s = {e: statistics.median(x["tok_s"][e] for x in rows) for e in engines}
-        ratios = {"auto_vs_step": [x["tok_s"]["minedraft_auto"] / x["tok_s"]["minedraft_step"] for x in rows],
-                  "auto_vs_best_static": [x["tok_s"]["minedraft_auto"] / max(x["tok_s"][e] for e in STATIC)
-                                          for x in rows],
-                  "step_vs_best_static": [x["tok_s"]["minedraft_step"] / max(x["tok_s"][e] for e in STATIC)
-                                          for x in rows]}
+        ratios = {name: [x["tok_s"][one] / max(x["tok_s"][e] for e in others) for x in rows]
+                  for name, (one, others) in pairs.items() if one in engines and set(others) <= set(engines)}
         summary[str(n)] = {"tok_s": tok_s, **{k: statistics.median(v) for k, v in ratios.items()},
-                           "rounds": ratios, "best_static": [max(STATIC, key=x["tok_s"].__getitem__) for x in rows],
+                           "rounds": ratios, "best_static": [max(static, key=x["tok_s"].__getitem__) for x in rows],
                            "counters_last_round": rows[-1]["counters"]}
     return summary
 
@@ -103,11 +103,17 @@ def markdown(summary: dict, meta: dict) -> str:
              "| N | target alone | stock SD k=1 | k=3 | depth controller alone | default | default / controller alone "
              "| default / best static |", "|---|---|---|---|---|---|---|---|"]
     for n, row in summary.items():
-        t = row["tok_s"]
-        lines.append(f"| {n} | {t['no_sd']:.1f} | {t['stock_sd_k1']:.1f} | {t['stock_sd_k3']:.1f} | "
-                     f"{t['minedraft_step']:.1f} | {t['minedraft_auto']:.1f} | {row['auto_vs_step']:.2f}x | "
-                     f"{row['auto_vs_best_static']:.2f}x |")
+        cells = [_cell(row["tok_s"].get(e), "") for e in ("no_sd", "stock_sd_k1", "stock_sd_k3", "minedraft_step",
+                                                           "minedraft_auto")]
+        cells += [_cell(row.get(k), "x", 2) for k in ("auto_vs_step", "auto_vs_best_static")]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    if "stock_sd_k1" not in summary[str(LOADS[0])]["tok_s"]:
+        lines.append("\nStock SD was not run (--groups): the best static choice is the target alone's rate.")
     return "\n".join(lines)
+
+
+def _cell(value: float | None, unit: str, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
 def plot(summary: dict, path: Path) -> Path:
@@ -115,7 +121,8 @@ def plot(summary: dict, path: Path) -> Path:
     loads = [int(n) for n in summary]
     for engine, style in (("no_sd", "k-o"), ("stock_sd_k1", "C0:^"), ("stock_sd_k3", "C0-v"),
                           ("minedraft_step", "C2--s"), ("minedraft_auto", "C3-o")):
-        ax.plot(loads, [summary[str(n)]["tok_s"][engine] for n in loads], style, label=engine)
+        if engine in summary[str(loads[0])]["tok_s"]:  # its group was run
+            ax.plot(loads, [summary[str(n)]["tok_s"][engine] for n in loads], style, label=engine)
     ax.set(xscale="log", xlabel="concurrent requests (code and prose in turn)", ylabel="output tok/s",
            title="mixed batches, real pair")
     ax.set_xticks(loads, [str(n) for n in loads])

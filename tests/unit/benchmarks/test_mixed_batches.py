@@ -37,3 +37,17 @@ def test_rates_are_scaled_to_group_a_s_target_alone_and_n_1_takes_both_phases():
     assert one["tok_s"]["minedraft_step"] == pytest.approx(one["tok_s"]["no_sd"])
     assert one["auto_vs_step"] == pytest.approx(1.25) and one["auto_vs_best_static"] == pytest.approx(1.25)
     assert summary["32"]["best_static"] == ["no_sd"] and set(summary) == {"1", "2", "4", "8", "16", "32"}
+
+
+def test_groups_a_and_s_alone_summarize_against_the_target_alone():
+    """``--groups AS``: no stock SD ran; the best static choice is the target alone, the table marks the rest."""
+    seconds = {"no_sd": 1.0, "minedraft_auto": 0.8, "minedraft_step": 2.0, "no_sd_S": 2.0}
+    summary = mixed_batches.summarize(_samples(seconds))
+    one = summary["1"]
+    assert one["auto_vs_best_static"] == pytest.approx(1.25) and one["auto_vs_step"] == pytest.approx(1.25)
+    assert summary["32"]["best_static"] == ["no_sd"] and "stock_sd_k1" not in one["tok_s"]
+    table = mixed_batches.markdown(summary, {"models": "m", "device_label": "cpu", "date": "d", "output_tokens": 8,
+                                             "rounds": 1})
+    assert "| 1 | 10.0 | - | - | 10.0 | 12.5 | 1.25x | 1.25x |" in table and "was not run" in table
+    alone = mixed_batches.summarize(_samples({"no_sd": 1.0, "minedraft_auto": 0.8}))
+    assert "auto_vs_step" not in alone["1"] and alone["1"]["auto_vs_best_static"] == pytest.approx(1.25)
