@@ -142,7 +142,7 @@ class DepthController:
         probe = self._recheck(decodes, catch_up, remaining, rates)
         if probe:  # the acceptance measured last is too old to run any depth on (a re-check is due)
             return probe
-        best = max(self._depths, key=lambda d: (rates[d], -d))
+        best = self.best_depth(rates)
         same_load = self._choice is not None and decode_bucket(decodes) == self._load
         current = self._choice if same_load else best
         chosen = best if rates[best] > rates[current] * (1 + self.margin) else current
@@ -159,10 +159,9 @@ class DepthController:
     def starting_depth(self) -> int:
         return self._start
 
-    @property
-    def depths(self) -> tuple[int, ...]:
-        """The depths the prior does not rule out: those the controller may choose."""
-        return self._depths
+    def best_depth(self, rates: Sequence[float]) -> int:
+        """Of the depths the prior does not rule out, the one of the highest rate (the shallower on a tie)."""
+        return max(self._depths, key=lambda d: (rates[d], -d))
 
     @property
     def can_speculate(self) -> bool:

@@ -70,8 +70,7 @@ def pays(controller: DepthController, decodes: int, plain: Sequence[float], hope
     """Whether measuring first pays in steps of ``decodes`` requests: ``plain`` and ``hopeful``, the goodput
     at each depth without it and with the new requests at the upper rate; ``tokens`` the batch has left;
     ``chance``: that they are like the finished requests above the mean (see the module)."""
-    depth = max(controller.depths, key=lambda d: (plain[d], -d))
-    probe = max(controller.depths, key=lambda d: (hopeful[d], -d))
+    depth, probe = controller.best_depth(plain), controller.best_depth(hopeful)
     if probe == 0 or plain[depth] <= 0 or hopeful[probe] <= plain[depth] * (1 + controller.margin):
         return False
     gain = tokens * (1 / plain[depth] - 1 / hopeful[probe])
