@@ -95,7 +95,7 @@ bench-auto-guard: setup
 bench-dedicated: setup
 	$(PY) -m benchmarks.dedicated --update-readme
 
-# Per-step lane timings and e2e ratios: the calibration auto ships (minedraft/cost_model/calibration/); ~12 min.
+# Per-step lane timings and e2e ratios: the CPU calibration of the offline cost model (analysis/cost_model/calibration/); ~12 min.
 bench-steps: setup
 	$(PY) -m benchmarks.step_overlap
 

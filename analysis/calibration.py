@@ -1,9 +1,9 @@
 """Offline calibration: fits that check the cost model against committed measurements.
 
-Not part of the runtime (``minedraft/cost_model/`` keeps what ``auto`` fits at run time):
+Not part of the runtime (``analysis/cost_model/`` keeps what ``auto`` fits at run time):
 
 * :func:`fit_gpu_overlap` and :func:`fit_compute_efficiency` refit the GPU profile's measured
-  constants (``minedraft/cost_model/profile.py``) on ``benchmarks/gpu_overlap.py``'s and
+  constants (``analysis/cost_model/profile.py``) on ``benchmarks/gpu_overlap.py``'s and
   ``benchmarks/gpu_depth.py``'s committed rows; a unit test keeps the two equal;
 * :func:`fit_engine_and_speed` fits the engine overhead per step and the machine's speed on the
   day to a sweep's rows (``python -m analysis.simulator``).
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minedraft.cost_model.calibrate import EngineRow, fit_interference
-from minedraft.cost_model.model import mode_time_ms
-from minedraft.cost_model.profile import (
+from analysis.cost_model.calibrate import EngineRow, fit_interference
+from analysis.cost_model.model import mode_time_ms
+from analysis.cost_model.profile import (
     H100_SXM,
     H200,
     LLAMA3_2_1B,

@@ -1,16 +1,19 @@
-"""Replay a measured shifting workload through the depth controller, step by step, without an engine.
+"""Replay a measured shifting workload through the speculation policy, step by step, without an engine.
 
     python -m analysis.depth_replay                 # benchmarks/results/cpu/shifting.json
     python -m analysis.depth_replay --phases        # and each phase's depths beside the best per phase
     python -m analysis.depth_replay --grid          # every recorded run x five machines (below), and the mean
+    python -m analysis.depth_replay --step-level    # the step's depth alone (speculation_depth: step)
 
 ``benchmarks/shifting.py`` runs one workload whose load and text move through the target alone, stock
 SD at k = 1 and at k = K and MineDraft's ``auto``. On the 2-core VMs that run it a whole-engine ratio
-resolves about +-10 %, so a change of the controller's rules cannot be judged from one run. This replays
-the same workload through ``DepthController`` itself, fed from that run's measurements:
+resolves about +-10 %, so a change of the policy's rules cannot be judged from one run. This replays
+the same workload through ``SpeculationPolicy`` itself (its ``plan`` and ``observe``, the scheduler's
+interface), fed from that run's measurements:
 
 * a step at depth d and N requests lasts what the static engines measured there (the step time of
-  depth 2 when only 1 and K were measured: their mean), each step jittered by ``--noise``;
+  depth 2 when only 1 and K were measured: their mean), less a token's cost (the slope of depth-0 steps over
+  N) for each draft the policy cut, each step jittered by ``--noise``;
 * each request gains 1 + a_d tokens a step, a_d the accepted drafts of a geometric acceptance whose
   rate per text is solved from stock SD at K's own counters (vLLM's accepted tokens per draft);
 * every phase is new requests (their arrival is the phase), as in the benchmark.
@@ -19,11 +22,13 @@ the same workload through ``DepthController`` itself, fed from that run's measur
   probability P; ``--swings`` multiplies step times by a speed drawn from 0.75x-1.3x for 1-3 s at a time
   (this project's VMs move by 30 % within seconds).
 
-The controller is fed what the scheduler feeds it: each step's requests, depth, scheduled tokens and
-duration, and each request's drafts verified and accepted (drawn from the geometric acceptance).
+The policy sees what the scheduler shows it: each step's requests (each holding K drafts, verifying the first
+``depth`` of those its plan keeps) and is told what the scheduler tells it: the step's tokens and duration,
+and each request's drafts verified and accepted (drawn from the geometric acceptance).
 
 What it leaves out: the draft's catch-up after depth 0, MineDraft's own step cost at depth 0, and the
-one-step lag between drafting and verification. So it measures the rules' choices, not the engine:
+one-step lag between drafting and verification (so a request's drafts cut by its own acceptance are cut
+from K, which leaves the cut's threshold a little low). So it measures the rules' choices, not the engine:
 ``auto`` against each fixed depth and against the best depth of each phase in hindsight (the oracle),
 medians over ``--seeds`` seeds.
 """
@@ -38,8 +43,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from minedraft.scheduling.acceptance import geometric_tokens
-from minedraft.scheduling.depth_controller import DepthController
+from minedraft.policy import RequestView, SpeculationPolicy, StepResult, StepView, VerifiedDrafts
+from minedraft.policy.acceptance import geometric_tokens
+from minedraft.policy.tuning import TUNING, Tuning
 
 SHIFTING_JSON = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cpu" / "shifting.json"
 STATIC_DEPTHS = {"no_sd": 0, "stock_sd_k1": 1}  # and stock_sd_k<K>: K
@@ -79,6 +85,12 @@ class Workload:
     step_seconds: dict[tuple[int, int], float]  # (requests, depth) -> seconds
     alpha: dict[str, float]  # text -> per-position acceptance
     max_depth: int
+    token_seconds: float = 0.0  # a verified token's cost: the slope of depth-0 steps over their requests
+
+    def seconds(self, requests: int, depth: int, verified: int) -> float:
+        """A step of ``requests`` at ``depth`` that verified ``verified`` drafts in all (fewer than
+        ``requests * depth`` where the policy cut some: each saves a token's cost)."""
+        return self.step_seconds[(requests, depth)] - self.token_seconds * (requests * depth - verified)
 
     def accepted(self, text: str, depth: int) -> float:
         return accepted_drafts(self.alpha[text], depth)
@@ -125,36 +137,54 @@ def load_workload(samples: list[dict]) -> Workload:
     for n in {p.requests for p in phases}:
         for depth in range(2, max_depth):
             step_seconds[(n, depth)] = (step_seconds[(n, 1)] + step_seconds[(n, max_depth)]) / 2
-    return Workload(phases, step_seconds, alpha, max_depth)
+    sizes = sorted({p.requests for p in phases})
+    depth0 = [step_seconds[(n, 0)] for n in sizes]
+    mean_n, mean_s = statistics.mean(sizes), statistics.mean(depth0)
+    slope = (sum((n - mean_n) * (t - mean_s) for n, t in zip(sizes, depth0))
+             / max(sum((n - mean_n) ** 2 for n in sizes), 1e-12))
+    return Workload(phases, step_seconds, alpha, max_depth, max(slope, 0.0))
 
 
 def replay(workload: Workload, policy: int | str, seed: int = 0, noise: float = 0.10,
-           machine: Machine = Machine(), **controller_args) -> tuple[float, list]:
-    """Workload tokens/s under ``policy``: a fixed depth, "oracle" (each phase's best depth) or "auto"
-    (the controller, ``controller_args`` passed to it); and per phase (phase, tok/s, steps by depth)."""
+           machine: Machine = Machine(), per_request: bool = True, tuning: Tuning = TUNING) -> tuple[float, list]:
+    """Workload tokens/s under ``policy``: a fixed depth, "oracle" (each phase's best depth) or "auto" (the
+    speculation policy, each request verifying the drafts its acceptance pays for unless ``per_request`` is
+    False); and per phase (phase, tok/s, steps by depth)."""
     rng = random.Random(seed)
     stretch = machine.slowdown(random.Random(seed + 1))  # its own stream: the same machine for every policy
     next(stretch)
-    controller = DepthController(workload.max_depth, **controller_args)
+    speculation = SpeculationPolicy(workload.max_depth, depth_control="drafted", per_request=per_request,
+                                    tuning=tuning)
     elapsed, rows = 0.0, []
     for phase in workload.phases:
         n, text, started = phase.requests, phase.text, elapsed
         best = max(range(workload.max_depth + 1),
                    key=lambda d: (1 + workload.accepted(text, d)) / workload.step_seconds[(n, d)])
         produced, depths = 0.0, Counter()
+        ids = [f"{phase.index}.{i}" for i in range(n)]
         while produced < OUTPUT_TOKENS:
-            depth = (best if policy == "oracle" else policy if isinstance(policy, int)
-                     else controller.depth(n, remaining=OUTPUT_TOKENS - produced))
-            accepted = [_accepted_run(rng, workload.alpha[text], depth) for _ in range(n)]
-            gained = 1 + sum(accepted) / n
-            seconds = stretch.send((workload.step_seconds[(n, depth)] * (1 + rng.uniform(-noise, noise)),
-                                    elapsed))
+            left = int(OUTPUT_TOKENS - produced)
+            plan = None
             if policy == "auto":
-                controller.observe_verification((depth, taken) for taken in accepted if depth)
-                controller.observe_step(n, depth, n * (1 + depth), seconds)
+                # The drafter made K drafts for each request; the step verifies the first ``depth`` of those
+                # the plan keeps (the replay leaves out the one-step lag between drafting and verifying).
+                plan = speculation.plan(StepView([RequestView(rid, True, left, num_drafts=workload.max_depth)
+                                                  for rid in ids]))
+            depth = best if policy == "oracle" else policy if isinstance(policy, int) else plan.depth
+            drafts = [depth if plan is None else min(depth, plan.num_drafts.get(rid, depth)) for rid in ids]
+            accepted = [_accepted_run(rng, workload.alpha[text], d) for d in drafts]
+            gained = 1 + sum(accepted) / n
+            seconds = stretch.send((workload.seconds(n, depth, sum(drafts)) * (1 + rng.uniform(-noise, noise)),
+                                    elapsed))
+            if plan is not None:
+                speculation.observe(StepResult(
+                    plan, num_decoding=n, tokens=n + sum(drafts), seconds=seconds, output_tokens=n + sum(accepted),
+                    verified=[VerifiedDrafts(rid, d, a) for rid, d, a in zip(ids, drafts, accepted) if d]))
             produced += gained
             elapsed += seconds
             depths[depth] += 1
+        for rid in ids:
+            speculation.finish(rid)
         rows.append((phase, OUTPUT_TOKENS * n / (elapsed - started), dict(sorted(depths.items()))))
     return sum(OUTPUT_TOKENS * p.requests for p in workload.phases) / elapsed, rows
 
@@ -167,10 +197,10 @@ def _accepted_run(rng: random.Random, alpha: float, depth: int) -> int:
 
 
 def summarize(workload: Workload, seeds: int = 5, noise: float = 0.10, machine: Machine = Machine(),
-              **controller_args) -> dict[str, float]:
+              **policy_args) -> dict[str, float]:
     """Median tokens/s over seeds for each fixed depth, the oracle and ``auto``, and ``auto``'s ratios."""
     policies = [*range(workload.max_depth + 1), "oracle", "auto"]
-    rates = {str(p): statistics.median(replay(workload, p, seed, noise, machine, **controller_args)[0]
+    rates = {str(p): statistics.median(replay(workload, p, seed, noise, machine, **policy_args)[0]
                                        for seed in range(seeds)) for p in policies}
     best_static = max(rates[str(d)] for d in range(workload.max_depth + 1))
     return {**rates, "auto_vs_best_static": rates["auto"] / best_static,
@@ -183,7 +213,7 @@ GRID_MACHINES = {"calm": Machine(), "stalls 0.5 % x 100 ms": Machine(0.005, 0.1)
                  "stalls and swings": Machine(0.005, 0.1, swings=True)}
 
 
-def grid(runs: list[Path], seeds: int = 5, noise: float = 0.10, **controller_args) -> dict[str, list[float]]:
+def grid(runs: list[Path], seeds: int = 5, noise: float = 0.10, **policy_args) -> dict[str, list[float]]:
     """``auto`` / best fixed depth for each run (a copy of one already listed is skipped) on each of
     :data:`GRID_MACHINES`, by run name."""
     rows, seen = {}, set()
@@ -193,7 +223,7 @@ def grid(runs: list[Path], seeds: int = 5, noise: float = 0.10, **controller_arg
             continue
         seen.add(text)
         workload = load_workload(json.loads(text)["samples"])
-        rows[run.name] = [summarize(workload, seeds, noise, machine, **controller_args)["auto_vs_best_static"]
+        rows[run.name] = [summarize(workload, seeds, noise, machine, **policy_args)["auto_vs_best_static"]
                           for machine in GRID_MACHINES.values()]
     return rows
 
@@ -209,10 +239,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
     parser.add_argument("--grid", action="store_true",
                         help="the default run and every run in history/shifting/, each on five machines")
+    parser.add_argument("--step-level", action="store_true",
+                        help="the step's depth alone (speculation_depth: step), every request verifying it")
     args = parser.parse_args(argv)
-    controller_args = {}
+    policy_args = {"per_request": not args.step_level}
     if args.grid:
-        rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **controller_args)
+        rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **policy_args)
         print("auto / best fixed depth; machines: " + "; ".join(GRID_MACHINES))
         for name, ratios in rows.items():
             print(f"{name:34s} " + " ".join(f"{r:.3f}" for r in ratios))
@@ -222,13 +254,13 @@ def main(argv: list[str] | None = None) -> None:
     workload = load_workload(json.loads(args.json.read_text())["samples"])
     alphas = ", ".join(f"{text} {alpha:.2f}" for text, alpha in sorted(workload.alpha.items()))
     print(f"{args.json}: {len(workload.phases)} phases, K = {workload.max_depth}, acceptance per position: {alphas}")
-    summary = summarize(workload, args.seeds, args.noise, machine, **controller_args)
+    summary = summarize(workload, args.seeds, args.noise, machine, **policy_args)
     fixed = ", ".join(f"depth {d} {summary[str(d)]:.0f}" for d in range(workload.max_depth + 1))
     print(f"tok/s: {fixed}, oracle {summary['oracle']:.0f}, auto {summary['auto']:.0f}")
     print(f"auto / best static {summary['auto_vs_best_static']:.3f}, oracle / best static "
           f"{summary['oracle_vs_best_static']:.3f}")
     if args.phases:
-        auto = replay(workload, "auto", 0, args.noise, machine, **controller_args)[1]
+        auto = replay(workload, "auto", 0, args.noise, machine, **policy_args)[1]
         oracle = replay(workload, "oracle", 0, args.noise, machine)[1]
         for (phase, rate, depths), (_, best_rate, best_depths) in zip(auto, oracle):
             print(f"phase {phase.index:2d} {phase.text:8s} N={phase.requests:2d}: auto {rate:5.0f} tok/s {depths}, "

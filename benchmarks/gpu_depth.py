@@ -15,7 +15,7 @@ medians of CUDA-event times over ``--iters``:
 From these, per row: the depth-0 forward's share of the target's step (the controller skips it
 when it costs more than about 5 %); the catch-up's cost per skipped token against a draft step;
 each depth's serial step ``verify_ms[d] + d * draft_ms`` against the prior's bound
-``(d + 1) / (1 + d c)`` on its gain over depth 0 (``minedraft/scheduling/depth_prior.py``: it
+``(d + 1) / (1 + d c)`` on its gain over depth 0 (``minedraft/policy/weight_bound.py``: it
 rules depths out, so it must never be below what the device gives with every draft accepted);
 and, per acceptance rate a, the best depth and its gain over the target alone.
 
@@ -32,9 +32,9 @@ import torch
 
 from benchmarks import runner
 from benchmarks.gpu_overlap import Stack, as_graph, gpu_parser, replotted, start_gpu_run, timed
-from minedraft.cost_model.profile import ModelShape, draft_cost_ratio
-from minedraft.scheduling.acceptance import geometric_tokens as expected_tokens
-from minedraft.scheduling.depth_prior import max_gain
+from analysis.cost_model.profile import ModelShape, draft_cost_ratio
+from minedraft.policy.acceptance import geometric_tokens as expected_tokens
+from minedraft.policy.weight_bound import max_gain
 from modelkit.shapes import PAIRS, SHAPES
 
 ACCEPTANCE = (0.5, 0.6, 0.7, 0.8, 0.9)

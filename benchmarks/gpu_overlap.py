@@ -16,7 +16,7 @@ lane's work captured once as a CUDA graph and replayed, as vLLM's default for de
 
 Gain = t_serial / t_overlapped (ideal: (t_verify + t_draft) / max(t_verify, t_draft)); the
 interference ``i`` = (t_overlapped - max) / min is the simulator's same-device parameter
-(``minedraft/cost_model/profile.py``: 0 ideal overlap, 1 as serial). ``host_verify_ms`` and
+(``analysis/cost_model/profile.py``: 0 ideal overlap, 1 as serial). ``host_verify_ms`` and
 ``host_draft_ms`` are the host's time to enqueue each lane (eager: the launch cost the simulator
 models per layer). Needs no vLLM (runs where torch has CUDA): ``python -m benchmarks.gpu_overlap``
 writes ``benchmarks/results/<gpu name>/gpu_overlap.json`` and ``.png``.

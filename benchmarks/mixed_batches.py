@@ -3,7 +3,7 @@ against one depth for the whole batch and every static choice.
 
 In one batch the draft predicts code well and prose sampled at temperature 1 less well. MineDraft's
 default cuts each request's verified drafts to those its own measured acceptance pays for and chooses
-the step's depth with those cuts (``speculation_depth: auto``, scheduling/request_depths.py);
+the step's depth with those cuts (``speculation_depth: auto``, policy/paying_drafts.py);
 ``speculation_depth: step`` keeps one depth for the batch from its one acceptance (the depth controller
 alone). Engines, alive side by side in groups of two, each group with a twin of the target alone that
 scales its rates to group A's (real_pair.py's scheme; an engine takes 6-8 GB, a third ran out of 24 GB):

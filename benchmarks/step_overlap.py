@@ -14,7 +14,7 @@ with MineDraft at 2N (each MineDraft sub-batch as large as stock SD's batch).
 
     python -m benchmarks.step_overlap [--ks 1 3 5] [--concurrency 4 8 16]
 
-Writes ``minedraft/cost_model/calibration/cpu_step_overlap.json`` (the calibration ``auto`` ships with) and prints two tables.
+Writes ``analysis/cost_model/calibration/cpu_step_overlap.json`` (the calibration ``auto`` ships with) and prints two tables.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 from benchmarks import runner  # noqa: E402
 from harness.child import run_once, serve  # noqa: E402
 from harness.engine_args import Speculation, engine_kwargs  # noqa: E402
-from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
+from analysis.cost_model.calibrate import CPU_STEP_OVERLAP_JSON  # noqa: E402
 
 PROMPT_TOKENS = 32
 OUTPUT_TOKENS = 48

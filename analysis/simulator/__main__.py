@@ -2,14 +2,14 @@
 
     python -m analysis.simulator --profile cpu --k 3 --tau 2.4 --batch 4 8 16
     python -m analysis.simulator --profile h100-two-gpus --k 3 --alpha 0.7 --batch 8 16 32 64
-    python -m analysis.simulator --check minedraft/cost_model/calibration/cpu_step_overlap.json
+    python -m analysis.simulator --check analysis/cost_model/calibration/cpu_step_overlap.json
     python -m analysis.simulator --check benchmarks/results/cpu/summary.json
     python -m analysis.simulator --paper
     python -m analysis.simulator --report benchmarks/results/simulator_report.md
 
 Profiles: ``cpu`` (fitted on the committed CPU measurements), ``h100-same-gpu``,
 ``h100-two-gpus``, ``h100-paper`` (published figures and stated assumptions, see
-minedraft/cost_model/profile.py). Without ``--tau``/``--alpha`` the kit's acceptance
+analysis/cost_model/profile.py). Without ``--tau``/``--alpha`` the kit's acceptance
 is used (τ = 2.40 at k = 3, α = 0.665).
 
 ``--check`` reads either a step_overlap.json or a sweep's summary.json (told apart
@@ -23,8 +23,8 @@ import argparse
 import sys
 
 from analysis.simulator.check import DRAFT_FIXED_SCALINGS, NO_DRAFT, check
-from minedraft.cost_model.calibrate import PROFILE_NAMES, profile_by_name
-from minedraft.cost_model.model import (
+from analysis.cost_model.calibrate import PROFILE_NAMES, profile_by_name
+from analysis.cost_model.model import (
     COMPARISONS,
     KIT_AGREEMENT,
     KIT_TAU,
@@ -34,7 +34,7 @@ from minedraft.cost_model.model import (
     choose_mode,
     predict,
 )
-from minedraft.cost_model.profile import ForwardCost, LatencyProfile
+from analysis.cost_model.profile import ForwardCost, LatencyProfile
 
 LABELS = {"equal_concurrency": "equal concurrency: every mode runs N requests",
           "paper": "paper setting: MineDraft runs 2N (two groups of N), stock SD and no SD run N"}

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.calibration import fit_engine_and_speed
-from minedraft.cost_model.calibrate import (
+from analysis.cost_model.calibrate import (
     CPU_STEP_OVERLAP_JSON,
     EngineRow,
     fit_engine_overhead_rows,
     fit_step_overlap,
 )
-from minedraft.cost_model.model import (
+from analysis.cost_model.model import (
     KIT_TAU,
     KIT_TAU_K,
     Workload,
@@ -47,7 +47,7 @@ from minedraft.cost_model.model import (
     predict,
     predict_mode,
 )
-from minedraft.cost_model.profile import LatencyProfile, ModelShape, draft_cost_ratio
+from analysis.cost_model.profile import LatencyProfile, ModelShape, draft_cost_ratio
 
 FORMATS = ("step_overlap", "summary")
 # A summary row's mode (harness.modes.BENCH_MODES; ``minedraft`` in older files) -> the model's.
@@ -286,7 +286,7 @@ def check_summary(data: object, *, meta: Mapping | None = None, calibration: str
       or ``meta``, as the sweep runs it): the model's own prediction, whose drain
       and single-request fallbacks are what ``parallel_step_fraction`` counts.
       Otherwise (``auto``) a share ``parallel_step_fraction`` of its steps in
-      parallel mode (:func:`~minedraft.cost_model.model.blend_parallel`; missing: 1).
+      parallel mode (:func:`~analysis.cost_model.model.blend_parallel`; missing: 1).
       The overlap lane unless the row says ``lane: serial``.
     * Drafter: a row whose ``draft`` is not the calibration's has its drafter
       forwards scaled by the two drafts' FLOPs per token (``config.json``;

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from minedraft.cost_model.model import Workload, predict
-from minedraft.cost_model.profile import (
+from analysis.cost_model.model import Workload, predict
+from analysis.cost_model.profile import (
     EAGER_HOST_MS_PER_LAYER,
     EAGLE_VICUNA_33B,
     H100_SXM,

@@ -33,7 +33,7 @@ class Method:
     drafts_only_k: str | None = None
     # It drafts in host code: on a GPU it runs inline after the target's launch, not on a stream.
     host_code: bool = False
-    # A draft model of its own: the depth prior's weight-ratio bound holds (scheduling/depth_prior.py).
+    # A draft model of its own: the depth prior's weight-ratio bound holds (policy/weight_bound.py).
     weight_bound: bool = False
     # The process drafter can run it in an engine of its own.
     own_engine: bool = False

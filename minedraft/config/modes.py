@@ -1,9 +1,9 @@
 """The runtime's vocabulary of modes and draft-lane placements.
 
 * ``mode`` (a setting, see settings.py): ``auto`` (default: plain SD unless
-  parallel steps are measured to win, see scheduling/mode_policy.py),
+  parallel steps are measured to win, see policy/overlap.py),
   ``parallel`` (every balanced step overlaps), ``stock`` (never).
-* Placements of the draft lane (``scheduling/mode_prior.py``): ``cpu-threads``
+* Placements of the draft lane (``policy/overlap.py``): ``cpu-threads``
   (a thread on the target's CPU cores), ``gpu-stream`` (a side stream on the
   target's GPU), ``inline`` (no overlap: the lane ``serial``), ``dedicated`` (hardware of its own).
   The cost model's GPU layouts map onto them: ``h100-same-gpu`` is

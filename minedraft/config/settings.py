@@ -35,7 +35,7 @@ FIRST_TOKENS = ("early", "after_drafts")
 
 @dataclass(frozen=True)
 class MineDraftSettings:
-    # auto: plain SD unless parallel steps are measured to win (scheduling/mode_policy.py);
+    # auto: plain SD unless parallel steps are measured to win (policy/overlap.py);
     # parallel: every balanced step overlaps; stock: never.
     mode: str = "auto"
     # Where deferred drafts run: overlap (a thread on CPU, a CUDA stream on GPU)
@@ -68,9 +68,9 @@ class MineDraftSettings:
     # instead: exact either way, it only loses that step's overlap. 0: never defer.
     capture_max_mib: float = 64.0
     # The speculation depth of each step: fixed (num_speculative_tokens, as vLLM), auto (the
-    # goodput controller, scheduling/depth_controller.py: 0..num_speculative_tokens per load,
+    # goodput controller, policy/depth.py: 0..num_speculative_tokens per load,
     # from measured tokens/s, and each request's verified drafts cut to those its acceptance pays
-    # for, scheduling/request_depths.py) or step (the controller alone, every request verifying
+    # for, policy/paying_drafts.py) or step (the controller alone, every request verifying
     # the step's drafts). Unset: auto in mode auto, fixed otherwise, and fixed where the
     # user gives vLLM's num_speculative_tokens_per_batch_size (see depth_control). Not in stock
     # mode, which stays vLLM's behaviour.

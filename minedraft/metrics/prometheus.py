@@ -20,7 +20,8 @@ _COUNTERS = {
     "fallback_steps": "Engine steps that ran plain speculative decoding.",
     "verified_requests": "Requests verified, summed over steps.",
     "draft_only_requests": "Requests drafted on the draft lane, summed over steps.",
-    "probe_steps": "Steps auto allowed parallel mode only to measure it against plain SD.",
+    "parallel_trial_steps": "Steps auto allowed parallel mode only to measure it against plain SD (a drafter "
+    "on hardware of its own).",
     "late_drafts": "Requests verified without drafts because the process drafter was late or gone.",
     "arrival_skips": "Plain SD drafting rounds skipped so that a newly arrived request's prefill "
     "did not wait for them.",
@@ -28,19 +29,21 @@ _COUNTERS = {
     "num_speculative_tokens) or passed the speculative max_model_len.",
     "drafts_trimmed": "Drafts not verified because their request's measured acceptance did not pay for their "
     "verification (speculation_depth=auto).",
+    "requests_trimmed": "Requests verified with some of their drafts trimmed (speculation_depth=auto), summed "
+    "over steps.",
     "first_measurements": "New requests drafted first at the rate of the finished requests that drafted best, "
     "where what they could gain outweighed what they could lose (speculation_depth=auto).",
     "past_spec_max_len": "Requests that passed the speculative config's max_model_len: no drafts verified since.",
-    "depth_rechecks": "Re-checks the depth controller began: a few drafts where it had chosen speculation off, "
+    "depth_rechecks": "Re-checks the policy began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",
 }
 _GAUGES = {
     "verify_group_size": "Requests verified in the last step.",
     "draft_group_size": "Requests on the draft lane in the last step.",
-    "parallel_mode_allowed": "1 if the mode policy allowed parallel steps in the last step "
-    "(auto: its current choice, or a probe; MINEDRAFT_MODE).",
+    "parallel_mode_allowed": "1 if the policy allowed parallel steps in the last step that ran "
+    "(auto: its current choice, or a trial; MINEDRAFT_MODE).",
     "speculation_depth": "The speculation depth the last step drafted at (speculation_depth=auto: the "
-    "controller's choice; fixed: num_speculative_tokens).",
+    "policy's choice; fixed: num_speculative_tokens).",
 }
 
 

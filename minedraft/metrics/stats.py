@@ -44,13 +44,14 @@ class MineDraftStats:
     verify_group_size: int = 0  # last step's verify group
     draft_group_size: int = 0  # last step's draft-only group
     parallel_mode_allowed: int = 0  # 1 if the mode policy allowed parallel steps last step
-    probe_steps: int = 0  # steps auto allowed parallel mode only to measure it
+    parallel_trial_steps: int = 0  # steps auto allowed parallel mode only to measure it (policy/overlap.py)
     late_drafts: int = 0  # requests whose drafts the process drafter did not deliver in time
     arrival_skips: int = 0  # held drafting rounds skipped because a request arrived (first token)
-    depth_rechecks: int = 0  # re-checks the depth controller began (at depth 0, or one depth deeper)
-    drafts_cut: int = 0  # drafts not verified: past their request's limit (scheduling/request_limits.py)
-    drafts_trimmed: int = 0  # drafts not verified: their acceptance did not pay (scheduling/request_depths.py)
-    first_measurements: int = 0  # new requests measured first (scheduling/first_measurement.py)
+    depth_rechecks: int = 0  # re-checks of acceptance begun (at depth 0, or one depth deeper: policy/depth.py)
+    drafts_cut: int = 0  # drafts not verified: past their request's limit (policy/request_limits.py)
+    drafts_trimmed: int = 0  # drafts not verified: their acceptance did not pay (policy/paying_drafts.py)
+    requests_trimmed: int = 0  # sum over steps of the requests verified with some of their drafts trimmed
+    first_measurements: int = 0  # new requests measured first (policy/first_measurement.py)
     past_spec_max_len: int = 0  # requests that passed the speculative max_model_len (no drafts verified since)
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
@@ -59,9 +60,9 @@ class MineDraftStats:
 
     def observe_step(
         self, num_verified: int, num_draft_only: int, parallel: bool, allowed: bool,
-        probing: bool = False, depth: int = 0,
+        trial: bool = False, depth: int = 0,
     ) -> None:
-        self.probe_steps += int(probing)
+        self.parallel_trial_steps += int(trial)
         self.speculation_depth = depth
         self.steps_by_depth[str(depth)] = self.steps_by_depth.get(str(depth), 0) + 1
         if parallel:
@@ -73,6 +74,17 @@ class MineDraftStats:
         self.verify_group_size = num_verified
         self.draft_group_size = num_draft_only
         self.parallel_mode_allowed = int(allowed)
+
+    def observe_plan(self, counts: Any) -> None:
+        """What a step's plan did (``minedraft.policy.PlanCounts``)."""
+        self.drafts_cut += counts.drafts_cut
+        self.past_spec_max_len += counts.past_spec_max_len
+        self.drafts_trimmed += counts.drafts_trimmed
+        self.requests_trimmed += counts.requests_trimmed
+        self.depth_rechecks += counts.rechecks
+        self.first_measurements += counts.first_measurements
+        for kept, requests in counts.requests_by_drafts.items():
+            self.requests_by_drafts[str(kept)] = self.requests_by_drafts.get(str(kept), 0) + requests
 
     def to_payload(self) -> dict[str, int]:
         # Every step, in the engine core: ``asdict``'s deep copy cost as much as the rest of make_stats.

@@ -1,7 +1,7 @@
 """A request's MineDraft fields are checked in the front end, where a bad one fails that request alone.
 
 A request limits its own drafts through ``SamplingParams.extra_args``
-(scheduling/request_limits.py). vLLM's front end validates each request's
+(policy/request_limits.py). vLLM's front end validates each request's
 parameters before it reaches an engine core (``InputProcessor._validate_params``:
 a bad value is an HTTP 400 for that request, or the exception of that
 ``LLM.generate`` call), but asks nothing of the scheduler, so an engine core
@@ -25,7 +25,7 @@ def validate_speculation_fields(params) -> None:
     """MineDraft's per-request fields of ``params`` (SamplingParams), as the front end reports a bad one."""
     from vllm.exceptions import VLLMValidationError
 
-    from minedraft.scheduling.request_limits import requested_limit
+    from minedraft.policy.request_limits import requested_limit
 
     try:
         requested_limit(params)

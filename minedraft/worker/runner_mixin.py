@@ -43,6 +43,7 @@ launch first).
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -161,10 +162,13 @@ class MineDraftRunnerMixin:
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
             )
         self.draft_source.begin_step(scheduler_output.finished_req_ids | (scheduler_output.preempted_req_ids or set()))
+        execute = functools.partial(super().execute_model, scheduler_output, intermediate_tensors)
+        if self.step_profiler is not None:
+            execute = functools.partial(self.step_profiler.target, execute)
         if self.SUBMIT_BEFORE_TARGET:
             self.draft_source.start(plan.draft_only_req_ids)
-            return super().execute_model(scheduler_output, intermediate_tensors)
-        output = super().execute_model(scheduler_output, intermediate_tensors)
+            return execute()
+        output = execute()
         self.draft_source.start(plan.draft_only_req_ids)
         return output
 

@@ -7,7 +7,11 @@ step that had work on either lane:
   bookkeeping, inline drafting in fallback steps) until it joins the lane;
 * ``draft_s``: the deferred draft job's own duration on the draft lane;
 * ``step_s``: ``execute_model`` start to drafts returned (lane joined);
-* ``num_verified`` / ``num_draft_only``: requests on each lane.
+* ``num_verified`` / ``num_draft_only``: requests on each lane;
+* ``target_at`` / ``target_s`` and ``draft_at``: when the runner's own ``execute_model`` (the target's
+  forward, sampling and inline drafting) and the deferred draft job started, in seconds after the step
+  began, and how long the first lasted: the two lanes' intervals, which overlap in time where the lane
+  runs beside the target (tests/e2e/test_overlap_in_time.py).
 
 A step at speculation depth 0 with no draft job is not written: the engine
 core does not collect drafts after it (monkeypatch/patch_draft_collection.py),
@@ -36,17 +40,28 @@ class StepProfiler:
                      "num_draft_only": num_draft_only, "parallel": parallel, "draft_s": 0.0}
 
     def timed(self, job: Callable[[], Any]) -> Callable[[], Any]:
-        """``job`` that records its own duration (it runs on the draft lane)."""
+        """``job`` that records when it ran (it runs on the draft lane)."""
         row = self._row
 
         def run():
             started = time.perf_counter()
+            row["draft_at"] = started - row["start"]
             try:
                 return job()
             finally:
                 row["draft_s"] = time.perf_counter() - started
 
         return run
+
+    def target(self, execute: Callable[[], Any]) -> Any:
+        """Runs the target's part of the step (vLLM's ``execute_model``), recording when it ran."""
+        started = time.perf_counter()
+        try:
+            return execute()
+        finally:
+            if self._row:
+                self._row["target_at"] = started - self._row["start"]
+                self._row["target_s"] = time.perf_counter() - started
 
     def main_lane_done(self) -> None:
         if self._row and "main_s" not in self._row:

@@ -31,7 +31,7 @@ def cases(vocab: int):
             temperature=0, max_tokens=24, structured_outputs=StructuredOutputsParams(regex="[a-z ]{4,20}"))),
         "structured_choice": lambda: ([prompt] * 4, SamplingParams(
             temperature=0, max_tokens=12, structured_outputs=StructuredOutputsParams(choice=["yes", "no", "maybe"]))),
-        # MineDraft's per-request limit on drafts (scheduling/request_limits.py); vLLM's scheduler ignores it.
+        # MineDraft's per-request limit on drafts (policy/request_limits.py); vLLM's scheduler ignores it.
         "speculation_limits": lambda: ([prompt] * 4, [SamplingParams(**greedy, extra_args=extra) for extra in (
             {"num_speculative_tokens": 0}, {"num_speculative_tokens": 1}, None, {"other": "kept"})]),
         # Two prompts past the speculative max_model_len beside two short ones; vLLM's scheduler ignores it.

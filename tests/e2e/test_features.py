@@ -483,7 +483,7 @@ def test_sampled_distribution_matches_target(target, mode, request):
 
 def test_each_request_s_drafts_went_through_its_own_cut_while_sampling(minedraft_depth_auto):
     """The distribution test above with each request verifying the drafts its own acceptance pays for
-    (scheduling/request_depths.py): the cut weighed the sampled requests' drafts."""
+    (policy/paying_drafts.py): the cut weighed the sampled requests' drafts."""
     m = minedraft_depth_auto["metrics"]["dist"]
     assert m.get("minedraft:requests_by_drafts", 0) > 0, m
 

@@ -1,8 +1,8 @@
-"""A LatencyProfile with round numbers, for the cost model's tests (tests/unit/cost_model/)."""
+"""A LatencyProfile with round numbers, for the cost model's tests (tests/unit/analysis/cost_model/)."""
 
 from __future__ import annotations
 
-from minedraft.cost_model import ForwardCost, LatencyProfile
+from analysis.cost_model import ForwardCost, LatencyProfile
 
 
 def make_profile(i: float = 0.5, **kw) -> LatencyProfile:

@@ -14,7 +14,7 @@ from minedraft.config.environment import markdown_table
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ("README.md", "RFC.md", "benchmarks/README.md", "patches/README.md",
-        "minedraft/cost_model/calibration/README.md",
+        "analysis/cost_model/calibration/README.md",
         *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 README_MAX_LINES = 200
 ENV_BEGIN, ENV_END = "<!-- environment:begin -->", "<!-- environment:end -->"

@@ -21,7 +21,7 @@ ROOT = PACKAGE_DIR.parent
 LAYERS = (
     ("config", ("minedraft", "minedraft._version", "minedraft.log", "minedraft.registry", "minedraft.lifetime",
                 "minedraft.rank", "minedraft.config", "minedraft.contract")),
-    ("models", ("minedraft.cost_model", "minedraft.metrics")),
+    ("models", ("minedraft.policy", "minedraft.metrics")),
     ("engine parts", ("minedraft.scheduling", "minedraft.process_drafter")),
     ("front end", ("minedraft.engine_arguments",)),
     ("patches", ("minedraft.monkeypatch",)),

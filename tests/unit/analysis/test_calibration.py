@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from analysis.calibration import fit_compute_efficiency, fit_engine_and_speed, fit_gpu_overlap
-from minedraft.cost_model import ForwardCost, Workload, profile
-from minedraft.cost_model.calibrate import EngineRow, profile_by_name
-from minedraft.cost_model.model import mode_time_ms
+from analysis.cost_model import ForwardCost, Workload, profile
+from analysis.cost_model.calibrate import EngineRow, profile_by_name
+from analysis.cost_model.model import mode_time_ms
 
 
 def test_measured_gpu_constants_agree_with_the_committed_h100_run():

@@ -1,4 +1,5 @@
-"""analysis/depth_replay.py: the measured shifting workload replayed through the depth controller (no engine)."""
+"""analysis/depth_replay.py: the measured shifting workload replayed through the speculation policy
+(minedraft/policy/policy.py; no engine)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import json
 
 import pytest
 
+import analysis.depth_replay
 from analysis.depth_replay import SHIFTING_JSON, Machine, load_workload, main, replay, solve_alpha, summarize
+from minedraft.policy import SpeculationPolicy
 
 # The run of 2026-11-26 (steps of 10-20 ms, where speculating paid in the greedy ramps at low N: each
-# phase's best depth 1.12x the best fixed one), kept beside the latest run for the controller's tests.
+# phase's best depth 1.12x the best fixed one), kept beside the latest run for the policy's tests.
 RECORDED = SHIFTING_JSON.parent / "history" / "shifting" / "before_shared_text.json"
 
 
@@ -37,7 +40,7 @@ def test_the_oracle_beats_every_fixed_depth(workload):
 
 
 def test_auto_beats_every_fixed_depth_on_the_shifting_workload(workload):
-    """The controller on the recorded workload: ``auto`` above every fixed depth (1.10x of the best with the
+    """The policy on the recorded workload: ``auto`` above every fixed depth (1.10x of the best with the
     cost model; 1.03x-1.04x with the windowed controller before it)."""
     summary = summarize(workload, seeds=3)
     assert summary["auto_vs_best_static"] > 1.05
@@ -49,6 +52,51 @@ def test_auto_turns_speculation_off_on_text_its_drafter_misses(workload):
     sampled = [depths for phase, _, depths in phases if phase.text == "sampled"]
     steps = [sum(depths.values()) for depths in sampled]
     assert sum(depths.get(0, 0) for depths in sampled) > 0.9 * sum(steps)  # 86 % with the windowed controller
+
+
+def test_a_draft_the_policy_cut_is_charged_less_a_token_s_cost(workload):
+    """A step that verifies fewer than requests x depth drafts lasts the measured step less a verified token's
+    cost (the slope of the depth-0 steps over their requests) for each draft cut."""
+    n, depth = workload.phases[0].requests, workload.max_depth
+    measured = workload.step_seconds[(n, depth)]
+    assert workload.token_seconds > 0
+    assert workload.seconds(n, depth, n * depth) == measured  # nothing cut: the step as measured
+    assert workload.seconds(n, depth, n * depth - 3) == pytest.approx(measured - 3 * workload.token_seconds)
+    assert workload.seconds(n, 0, 0) == workload.step_seconds[(n, 0)]  # depth 0 verifies none, cuts none
+
+
+class _Recorded(SpeculationPolicy):
+    """The replay's policy, keeping every plan it made."""
+
+    made: list[_Recorded] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.plans = []
+        _Recorded.made.append(self)
+
+    def plan(self, view):
+        plan = super().plan(view)
+        self.plans.append(plan)
+        return plan
+
+
+@pytest.mark.parametrize("per_request", [True, False])
+def test_the_step_level_replay_verifies_the_step_s_depth_for_every_request(workload, monkeypatch, per_request):
+    """``per_request=False`` replays ``speculation_depth: step``: the policy chooses the depth alone and every
+    request verifies all the drafts it holds (no trim, no first measurement); by default (True) each request's
+    acceptance trims the drafts that do not pay for themselves."""
+    monkeypatch.setattr(_Recorded, "made", [])
+    monkeypatch.setattr(analysis.depth_replay, "SpeculationPolicy", _Recorded)
+    replay(workload, "auto", seed=0, per_request=per_request)
+    (policy,) = _Recorded.made
+    assert policy.plans and policy.depth_control == "drafted" and policy.per_request is per_request
+    trimmed = sum(plan.counts.drafts_trimmed for plan in policy.plans)
+    if per_request:
+        assert trimmed > 0
+    else:
+        assert trimmed == 0 and not any(plan.counts.first_measurements for plan in policy.plans)
+        assert all(set(plan.num_drafts.values()) == {workload.max_depth} for plan in policy.plans)
 
 
 def test_the_machine_stretches_steps_the_same_way_for_every_replay_of_a_seed(workload):
@@ -64,7 +112,7 @@ def test_short_steps_and_stalls_do_not_cost_the_cost_model(run):
     """The 2026-11-28 runs (steps of 2-7 ms, a phase 0.3-0.6 s), where the windowed controller replayed at
     0.93x-0.97x of the best fixed depth: a window spanned most of a phase. The cost model needs none; a
     machine that stalls a step for 100 ms now and then does not move it (a stall counts at most twice the
-    step's prediction: scheduling/step_costs.py)."""
+    step's prediction: policy/step_costs.py)."""
     recorded = load_workload(json.loads((SHIFTING_JSON.parent / "history" / "shifting" / run).read_text())["samples"])
     assert summarize(recorded, seeds=3)["auto_vs_best_static"] > 0.97
     assert summarize(recorded, seeds=3, machine=Machine(0.005, 0.1))["auto_vs_best_static"] > 0.97

@@ -12,9 +12,9 @@ from analysis.simulator.__main__ import main
 from analysis.simulator.check import check, cpu_profiles, detect_format, draft_scales
 from analysis.simulator.paper import HEADLINES, compare_headlines, verdict
 from analysis.simulator.report import render_report
-from minedraft.cost_model import tokens_per_verification
-from minedraft.cost_model.calibrate import CPU_STEP_OVERLAP_JSON
-from minedraft.cost_model.model import KIT_ALPHA
+from analysis.cost_model import tokens_per_verification
+from analysis.cost_model.calibrate import CPU_STEP_OVERLAP_JSON
+from analysis.cost_model.model import KIT_ALPHA
 
 # Bound on the CPU check, per (comparison, mode) and over all rows. Measured when this was written:
 # 3.2-8.5 % per mode (MineDraft rows out of sample), 5.9 % over all 54 rows.

@@ -68,8 +68,8 @@ def test_a_bad_setting_is_refused_before_the_model_loads(model_dir, monkeypatch)
 def test_scheduler_follows_its_config(model_dir, monkeypatch):
     monkeypatch.setenv("MINEDRAFT_MODE", "stock")
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    assert sched.settings.mode == "stock" and sched.mode_policy.mode == "stock"
-    assert sched.lane_placement == "cpu-threads"
+    assert sched.settings.mode == "stock" and sched.speculation.overlap.mode == "stock"
+    assert not sched.speculation.overlap.dedicated  # the n-gram drafter runs on the target's cores
 
 
 def test_catch_up_max_mib_from_env_and_config():

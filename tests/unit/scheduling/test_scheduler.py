@@ -3,6 +3,7 @@ through it on vLLM's own KV manager with a fake clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from types import SimpleNamespace
 
@@ -13,9 +14,11 @@ from scheduler_harness import FakeWorker, make_request, make_scheduler, prefille
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import RequestStatus
 
-from minedraft.scheduling.depth_controller import DepthController
-from minedraft.scheduling.mode_policy import ModePolicy
-from minedraft.scheduling.scheduler import MineDraftScheduler, _fixed_depth_drafter
+from minedraft.config.methods import METHODS, method_of
+from minedraft.policy.depth import DepthChoice
+from minedraft.policy.overlap import OverlapChoice
+from minedraft.policy.tuning import TUNING
+from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
 def _decodes(sched):
@@ -134,7 +137,7 @@ def test_invariants_hold_under_random_traffic(model_dir, seed, num_blocks, prefi
 
 def test_stock_mode_scheduler_matches_stock_sd_step_for_step(model_dir):
     md = make_scheduler(model_dir, MineDraftScheduler)
-    md.mode_policy = ModePolicy("stock")
+    md.speculation.overlap = OverlapChoice("stock")
     stock = make_scheduler(model_dir, Scheduler)
     for s in (md, stock):
         for i in range(6):
@@ -152,7 +155,9 @@ def test_stock_mode_scheduler_matches_stock_sd_step_for_step(model_dir):
 
 def test_scheduler_feeds_the_policy_decode_steps(model_dir):
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    sched.mode_policy = ModePolicy("auto", probe_steps=3, baseline_steps=3, exploit_steps=1000)
+    # A drafter on hardware of its own: auto tries parallel steps.
+    sched.speculation.overlap = OverlapChoice("auto", dedicated=True,
+                                         tuning=dataclasses.replace(TUNING, trial_steps=3, trial_every=1000))
     for i in range(6):
         sched.add_request(make_request(f"r{i}", 20, 60))
     worker = FakeWorker(3, lambda rid, n: n)
@@ -162,13 +167,13 @@ def test_scheduler_feeds_the_policy_decode_steps(model_dir):
         parallel.append(out.defer_drafts)
         worker.step(sched, out)
     # Prefill, the first decode step (its mix was the prefill's: another load),
-    # 3 plain-SD baseline steps at 4-7 decodes, then a parallel probe there:
+    # 3 plain-SD baseline steps at 4-7 requests, then a parallel trial there:
     # the policy saw real steps and decided.
     assert parallel.index(True) == 5 and parallel[5:8] == [True] * 3
     # Requests finish after 16 decode steps if the verdict is plain SD; more if it is parallel (each step
     # verifies half of them). Which one wins depends on the steps' measured times (on a busy machine too).
-    assert sched.mode_policy.decode_steps >= 16
-    assert sched.mode_policy.last_verdict.startswith("4-7 decodes, k=3")
+    assert sched.speculation.overlap.decode_steps >= 16
+    assert sched.speculation.overlap.last_verdict.startswith("4-7 requests, depth 3")
 
 
 def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
@@ -179,8 +184,8 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    policy = sched.mode_policy = ModePolicy("auto", probe_steps=4, baseline_steps=4, exploit_steps=1000,
-                                            early_stop_loss=0.9)
+    policy = sched.speculation.overlap = OverlapChoice(
+        "auto", dedicated=True, tuning=dataclasses.replace(TUNING, trial_steps=4, trial_every=1000))
     for i in range(6):
         sched.add_request(make_request(f"r{i}", 20, 60))
     worker = FakeWorker(3, lambda rid, n: n)
@@ -189,10 +194,10 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
         clock[0] += 0.010  # execute_model .. update_from_output
         worker.step(sched, out)
         clock[0] += 0.030 if out.defer_drafts else 0.0  # the post-step lane join
-        if policy.probing is not None:
-            baseline = policy._baseline[policy.probing]
+        if policy.trying is not None:
+            baseline = policy._baseline[policy.trying]
     assert baseline.steps == 4 and baseline.seconds == pytest.approx(4 * 0.010)
-    assert policy._probe.steps >= 3 and policy._probe.seconds == pytest.approx(policy._probe.steps * 0.040)
+    assert policy._trial.steps >= 3 and policy._trial.seconds == pytest.approx(policy._trial.steps * 0.040)
 
 
 # ------------------------------------------------------------------ speculation depth
@@ -200,7 +205,7 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
 
 def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
-    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
+    assert sched.speculation.depths is None and sched.dynamic_sd_lookup is None
     assert sched.schedule().num_spec_tokens_to_schedule == 3
 
 
@@ -214,14 +219,19 @@ def test_a_fixed_depth_leaves_vllm_s_lookup_alone(model_dir):
 ])
 def test_drafters_vllm_runs_only_at_depth_k_are_named(method, parallel_drafting, fixed):
     spec = SimpleNamespace(method=method, parallel_drafting=parallel_drafting)
-    assert _fixed_depth_drafter(spec) == fixed
+    assert method_of(spec).drafts_only_k == fixed
+
+
+def drafts_only_k(monkeypatch):
+    """The harness's n-gram drafter as one vLLM runs only at depth K (parallel drafting, suffix decoding)."""
+    monkeypatch.setitem(METHODS, "ngram", dataclasses.replace(METHODS["ngram"], drafts_only_k="parallel drafting"))
 
 
 def test_a_drafter_that_drafts_only_k_is_verified_at_k_by_default(model_dir, monkeypatch):
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
-    monkeypatch.setattr("minedraft.scheduling.scheduler._fixed_depth_drafter", lambda spec: "parallel drafting")
+    drafts_only_k(monkeypatch)
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
-    assert sched.depth_controller is None and sched.dynamic_sd_lookup is None
+    assert sched.speculation.depths is None and sched.dynamic_sd_lookup is None
     out = sched.schedule()
     assert {len(ids) for ids in out.scheduled_spec_decode_tokens.values()} == {3}
 
@@ -233,10 +243,10 @@ def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller
     whatever the depth, so the controller's depth is how many of them each request has verified; the
     drafter is still asked for K."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
-    monkeypatch.setattr("minedraft.scheduling.scheduler._fixed_depth_drafter", lambda spec: "parallel drafting")
+    drafts_only_k(monkeypatch)
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
-    assert sched.depth_controller is not None and sched.dynamic_sd_lookup is None
-    assert sched.depth_controller.draft_ratio == 0.0  # the draft costs the same at every depth
+    assert sched.speculation.depth_control == "verified" and sched.dynamic_sd_lookup is None
+    assert sched.speculation.depths.draft_cost == 0.0  # the draft costs the same at every depth
     observed = pin_depth(sched, monkeypatch, depth)
     verified = []
     for _ in range(4):
@@ -251,11 +261,19 @@ def test_a_drafter_that_drafts_only_k_gets_its_drafts_verified_at_the_controller
 
 
 def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
-    """The depth controller answers ``depth``; the steps it is told of are recorded in the list returned."""
+    """The policy's depth choice answers ``depth``; the steps it is told of are recorded in the list returned."""
     observed = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
-    monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
+    monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: depth)
+    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step: observed.append(step))
     return observed
+
+
+def choose_depths_freely(sched, max_depth: int = 3) -> DepthChoice:
+    """The harness's draft is as large as the target, which rules out every depth > 0 (policy/weight_bound.py):
+    a depth choice without that bound, whose choices the test makes."""
+    sched.speculation.depths = DepthChoice(max_depth)
+    sched.speculation.depth = sched.speculation.depths.starting_depth
+    return sched.speculation.depths
 
 
 @pytest.mark.parametrize("mode", ["stock", "parallel", "auto"])
@@ -264,7 +282,7 @@ def test_the_controller_s_depth_reaches_vllm_s_output_and_the_counters(model_dir
     monkeypatch.setenv("MINEDRAFT_MODE", mode)
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40)
     if mode == "stock":  # stock stays vLLM's fixed depth, for comparisons
-        assert sched.depth_controller is None and sched.schedule().num_spec_tokens_to_schedule == 3
+        assert sched.speculation.depths is None and sched.schedule().num_spec_tokens_to_schedule == 3
         return
     observed = pin_depth(sched, monkeypatch, 1)
     for _ in range(3):
@@ -307,7 +325,7 @@ def test_the_process_drafter_has_its_depth_chosen_too(model_dir, monkeypatch):
     monkeypatch.setenv("MINEDRAFT_DRAFTER", "process")
     monkeypatch.setenv("MINEDRAFT_DRAFTER_DEVICE", "cpu:1")
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    assert sched.depth_controller is not None and sched.dynamic_sd_lookup is not None
+    assert sched.speculation.depths is not None and sched.dynamic_sd_lookup is not None
 
 
 def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts(model_dir, monkeypatch):
@@ -315,7 +333,7 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched, worker = prefilled(model_dir, MineDraftScheduler, 6, 20, 40)  # pinned to parallel by the test env
     depth = 1
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
+    monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: depth)
     out = sched.schedule()
     assert out.defer_drafts and sched.expects_draft_tokens()
     worker.step(sched, out)
@@ -329,29 +347,30 @@ def test_only_a_step_that_drafted_nothing_lets_the_engine_skip_collecting_drafts
 
 
 def test_the_controller_sees_each_request_s_drafts_verified_and_accepted(model_dir, monkeypatch):
-    """Acceptance per draft position (scheduling/acceptance.py) is measured from each verified request."""
+    """Acceptance per draft position (policy/acceptance.py) is measured from each verified request."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     # One draft of three accepted.
     sched, worker = prefilled(model_dir, MineDraftScheduler, 4, 20, 40, accept=lambda rid, n: min(n, 1))
     pin_depth(sched, monkeypatch, 3)
     verified = []
-    monkeypatch.setattr(sched.depth_controller, "observe_verification", lambda step: verified.append(list(step)))
+    monkeypatch.setattr(sched.speculation.depths, "observe_verification", lambda step: verified.append(list(step)))
     for _ in range(4):
         worker.step(sched, sched.schedule())
-    assert {request for step in verified for request in step} == {(3, 1)}
+    sched.schedule()  # a step is observed once the next one is planned: then its duration is known
+    assert {(v.drafts, v.accepted) for step in verified for v in step} == {(3, 1)}
     assert sum(map(len, verified)) >= 8
 
 
 def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monkeypatch):
     """A step's drafts are verified next step by the requests running then: a prefill step of waiting
     requests asks the controller for them, the draft's prefill of their prompts counted as work done
-    once, and a decode step with one more arriving counts it too (remaining: the median of their
-    max_tokens left; survivals: each request's, the new ones' the batch's; finishing, none being left
+    once, and a decode step with one more arriving counts it too (tokens_left: the median of their
+    max_tokens left; survivals: each request's, the new ones' the batch's; closing, none being left
     waiting: each request's max_tokens left)."""
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
     asked = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: asked.append((*load, more)) or 3)
+    monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: asked.append((*load, more)) or 3)
     for i in range(3):
         sched.add_request(make_request(f"r{i}", 10, 40))
     worker = FakeWorker(3, lambda rid, n: n)
@@ -359,9 +378,8 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     sched.add_request(make_request("late", 20, 30))
     worker.step(sched, sched.schedule())
     unmeasured = [1.0] * 3  # each request's drafts, nothing measured yet: counted as accepted
-    assert asked == [(3, {"catch_up": 30, "remaining": 40, "survivals": [unmeasured] * 3, "finishing": [40] * 3}),
-                     (4, {"catch_up": 20, "remaining": 39, "survivals": [unmeasured] * 4,
-                          "finishing": [39] * 3 + [30]})]
+    assert asked == [(3, 40, {"catch_up": 30, "survivals": [unmeasured] * 3, "closing": [40] * 3}),
+                     (4, 39, {"catch_up": 20, "survivals": [unmeasured] * 4, "closing": [39] * 3 + [30]})]
 
 
 def test_while_requests_wait_the_depth_serves_the_batch_s_throughput(model_dir, monkeypatch):
@@ -370,7 +388,7 @@ def test_while_requests_wait_the_depth_serves_the_batch_s_throughput(model_dir, 
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=2, max_model_len=128, draft_model=True)
     asked = []
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: asked.append(more["finishing"]) or 3)
+    monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: asked.append(more["closing"]) or 3)
     for i in range(3):
         sched.add_request(make_request(f"r{i}", 10, 5))
     worker = FakeWorker(3, lambda rid, n: n)
@@ -386,24 +404,22 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=8, max_model_len=128, draft_model=True)
-    # The kit's draft is as large as the target, which rules out every depth > 0 (depth_prior.py): a
-    # controller without that prior, whose choices the test makes.
-    sched.depth_controller = DepthController(3)
+    choice = choose_depths_freely(sched)
     for i in range(4):
         sched.add_request(make_request(f"r{i}", 10, 40))
     worker = FakeWorker(3, lambda rid, n: n)
     worker.step(sched, sched.schedule())  # the prefill, at the starting depth K: the draft's prefill
     depth = 0
-    monkeypatch.setattr(sched.depth_controller, "depth", lambda *load, **more: depth)
+    monkeypatch.setattr(choice, "depth", lambda *load, **more: depth)
     observed = []
-    monkeypatch.setattr(sched.depth_controller, "observe_step", lambda *step: observed.append(step))
+    monkeypatch.setattr(choice, "observe_step", lambda *step: observed.append(step))
     for depth in (0, 0, 3, 3):
         worker.step(sched, sched.schedule())
     sched.schedule()  # times the last step
     assert [depth for _, depth, *_ in observed] == [3, 0, 0, 3, 3]
     skipped = sum(tokens for _, _, tokens, *_ in observed[1:3])
     assert [catch_up for *_, catch_up, _ in observed] == [4 * 10, 0, 0, skipped, 0]
-    # The target's prefill tokens: such a step is not fitted by the step-cost model (step_costs.py).
+    # The target's prefill tokens: such a step is not fitted by the step-cost model (policy/step_costs.py).
     assert [prefill for *_, prefill in observed] == [4 * 10, 0, 0, 0, 0]
 
 
@@ -483,8 +499,8 @@ def test_a_depth_zero_step_reserves_no_kv_slots_for_drafts(model_dir, monkeypatc
     monkeypatch.setenv("MINEDRAFT_MODE", "auto")
     sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=4, max_model_len=128, draft_model=True)
     if can_speculate:
-        sched.depth_controller = DepthController(3)  # no prior: it starts at K
-    assert sched.depth_controller.can_speculate is can_speculate  # the kit's draft is as large as the target
+        choose_depths_freely(sched)  # no weight bound: it starts at K
+    assert sched.speculation.depths.can_speculate is can_speculate  # the harness's draft is as large as the target
     sched.add_request(make_request("r0", 15, 8))
     out = sched.schedule()
     assert out.num_spec_tokens_to_schedule == (3 if can_speculate else 0)

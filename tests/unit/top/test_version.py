@@ -54,7 +54,7 @@ def test_problem_names_the_distribution_and_version_found(monkeypatch):
 
 def test_package_and_simulator_import_without_vllm():
     proc = _run_with_vllm(None, """
-        import minedraft, minedraft.cost_model, minedraft.plugin
+        import minedraft, minedraft.policy, analysis.cost_model, minedraft.plugin
         minedraft.plugin.register()
         assert sys.modules["vllm"] is None, "something imported vLLM"
         print("imported", minedraft.__version__)

@@ -1,0 +1,229 @@
+"""How deep to speculate: each step's depth in 0..K, the one of the highest predicted goodput.
+
+For every depth the choice predicts the goodput of a step of the requests it is for,
+
+    goodput(depth) = expected tokens(depth) / seconds(depth)
+
+``seconds`` from the step-cost model (step_costs.py: every measured step, at every load and depth, refines
+one linear model), ``expected tokens`` from measured acceptance (acceptance.py): each request's own, where
+given (``survivals``), each verifying only the drafts that pay (paying_drafts.py), else the batch's. A load
+never seen is predicted from those that were, from its first step. The rules around it, each from a
+measured loss (benchmarks/README.md, "Why does the policy have each of its rules?"):
+
+* Start: the deepest depth the draft's weight bound leaves (weight_bound.py), else K, until steps are
+  measured. A depth the bound rules out is never run.
+* Depth 0 measured: a step that drafts at all pays vLLM's speculative path once (step_costs.py's ``s``),
+  which only a depth-0 step tells apart: where no load within a bucket has run one, one step runs there.
+* Hysteresis: at the same load (batch bucket) the choice moves only for a predicted gain of ``margin``.
+* Catch-up: leaving depth 0 costs a draft model or EAGLE head a catch-up over the tokens it skipped, and
+  the draft's prefill of new prompts, once: spread over the steps the requests have left.
+* Re-check: at depth 0 acceptance is not measured, and the text may change. Where a depth > 0 could pay
+  with every draft accepted, the shallowest such depth drafts for ``telling_trials`` requests' steps, once the
+  acceptance measured last is older than the re-check's cost over ``margin`` (at least ``stale_s``), and its
+  drafts are verified whole (a request's own poor rate would cut them: nothing would be measured). A new
+  load ends a re-check; one ended before its drafts were made does not count. Acceptance that old decides
+  no depth. At a depth > 0 the position past it is re-checked the same way.
+* A closed batch: where no request waits, the batch ends with its last request, so each depth is scored by
+  when the request with the most steps left would finish, not by the batch's tokens per second.
+
+Outputs never depend on the depth (verification is exact); only speed does. No clock: the policy feeds it
+step durations, and its time is their sum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from minedraft.policy.acceptance import Acceptance
+from minedraft.policy.load import batch_bucket
+from minedraft.policy.paying_drafts import paying_drafts
+from minedraft.policy.plan import VerifiedDrafts
+from minedraft.policy.step_costs import StepCosts
+from minedraft.policy.tuning import TUNING, Tuning
+from minedraft.policy.weight_bound import ruled_out_depths
+
+REPORT_EVERY_S = 10.0  # at most one log line about a change per this many seconds of steps (decides nothing)
+
+
+@dataclass
+class DepthChoice:
+    max_depth: int
+    draft_cost: float | None = None  # a draft forward's weights over the target's, where known
+    tuning: Tuning = TUNING
+    on_change: Callable[[str], None] | None = None
+    costs: StepCosts = field(init=False)
+    acceptance: Acceptance = field(init=False)
+    seconds: float = 0.0  # of the steps measured: the policy's clock
+    rechecks: int = 0
+    rechecking: bool = False  # the depth chosen last is a re-check's: its drafts are verified whole
+    _choice: int | None = None  # the depth chosen last (not a re-check)
+    _bucket: int = 0  # the batch bucket it was chosen at
+    _reported_at: float | None = None
+    _unreported: int = 0
+    _recheck_from: float = 0.0  # a re-check's wait counts from here
+    _recheck_left: int = 0  # requests' drafts the re-check under way has yet to make
+    _recheck_bucket: int = 0  # the batch bucket it began at
+    _recheck_before: float = 0.0  # _recheck_from before it began
+    _recheck_depth: int = 0
+    _depths: tuple[int, ...] = field(init=False)  # the depths the weight bound leaves
+
+    def __post_init__(self) -> None:
+        if self.max_depth < 0:
+            raise ValueError(f"max_depth must be >= 0, got {self.max_depth}")
+        cost = self.tuning.draft_cost_prior if self.draft_cost is None else self.draft_cost
+        self.costs = StepCosts(draft_cost=cost, tuning=self.tuning)
+        self.acceptance = Acceptance(self.max_depth, self.tuning)
+        ruled_out = ruled_out_depths(self.max_depth, self.draft_cost, self.tuning.margin)
+        self._depths = tuple(d for d in range(self.max_depth + 1) if d not in ruled_out)
+
+    # ----------------------------------------------------------- decisions
+    def depth(self, num_reqs: int, tokens_left: float, catch_up: int = 0,
+              survivals: Sequence[Sequence[float]] | None = None, closing: Sequence[float] | None = None) -> int:
+        """The depth for the next steps of ``num_reqs`` requests; ``tokens_left``: a typical request's,
+        ``catch_up``: the tokens the drafter would run over once before drafting them (skipped ones, prompts);
+        ``survivals`` and ``closing``: each request's own (see ``goodput``)."""
+        self.rechecking = False
+        if num_reqs <= 0 or not self.can_speculate:
+            return self._choice if self._choice is not None else self.starting_depth
+        if self._recheck_left > 0 and batch_bucket(num_reqs) == self._recheck_bucket:
+            self._recheck_left -= num_reqs  # a re-check under way, counted in drafts, not steps
+            self.rechecking = True
+            return self._recheck_depth
+        if self._recheck_left > 0:  # ended by a new load before its drafts were made: not done
+            self._recheck_left, self._recheck_from = 0, self._recheck_before
+        start = self.starting_depth
+        if (not self.costs.known or self.costs.seconds(num_reqs, 0)[0] <= 0
+                or (start > 0 and self.acceptance.last_seen is None)):
+            return self._settle(start, num_reqs, None)  # its first steps measure acceptance and costs
+        rates = self.goodput(num_reqs, tokens_left, catch_up, survivals=survivals, closing=closing)
+        recheck = self._recheck(num_reqs, tokens_left, catch_up, rates)
+        if recheck:  # the acceptance measured last is too old to run any depth on
+            return recheck
+        best = self.best_depth(rates)
+        same_load = self._choice is not None and batch_bucket(num_reqs) == self._bucket
+        current = self._choice if same_load else best
+        chosen = best if rates[best] > rates[current] * (1 + self.tuning.margin) else current
+        self._bucket = batch_bucket(num_reqs)
+        chosen = self._settle(chosen, num_reqs, rates)
+        if chosen > 0 and not self.costs.measured_near(num_reqs, 0):
+            return 0  # what a step costs without drafting: one step at depth 0 measures it near this load
+        # The position past the chosen depth goes unmeasured while the steps draft at it: re-checked too.
+        return (chosen and self._recheck(num_reqs, tokens_left, 0, rates, base=chosen)) or chosen
+
+    @property
+    def starting_depth(self) -> int:
+        return self._depths[-1]
+
+    def best_depth(self, rates: Sequence[float]) -> int:
+        """Of the depths the weight bound leaves, the one of the highest rate (the shallower on a tie)."""
+        return max(self._depths, key=lambda d: (rates[d], -d))
+
+    @property
+    def can_speculate(self) -> bool:
+        """Whether any depth > 0 can pay: where the weight bound rules every one out (a draft as large as the
+        target), the depth is 0 on every step and nothing needs measuring."""
+        return len(self._depths) > 1
+
+    def goodput(self, num_reqs: int, tokens_left: float, catch_up: int = 0, ceiling_past: int | None = None,
+                survivals: Sequence[Sequence[float]] | None = None,
+                closing: Sequence[float] | None = None) -> list[float]:
+        """Predicted output tokens per second at each depth 0..K. ``ceiling_past``: had every draft past that
+        position been accepted. ``survivals``: per request, the chance each of its drafts up to its limit is
+        accepted; where given, each request verifies at each depth only the drafts that pay, and the step's
+        tokens and seconds are its requests' own. ``closing``: with ``survivals``, where no request waits, each
+        request's tokens left: a depth is scored by when the request with the most steps left would finish,
+        as ``num_reqs`` tokens per step of it."""
+        seconds = self.costs.seconds(num_reqs, self.max_depth)
+        each = None
+        if survivals is None:
+            tokens = [num_reqs * t for t in self.acceptance.expected_tokens(ceiling_past)]
+        else:
+            seconds, each = self._with_paying_drafts(num_reqs, seconds, survivals)
+            tokens = [num_reqs + sum(row) for row in each]
+        last = None
+        if closing is not None and each is not None:
+            left_each = [max(left, 1.0) for left in closing]
+            most = max(left_each, default=1.0)
+            # Steps the last request needs at each depth, over those it needs at depth 0 (a token a step).
+            last = [max((n / (1 + extra) for n, extra in zip(left_each, row)), default=most) / most for row in each]
+        catch_up_s = self.costs.catch_up_seconds(num_reqs, catch_up) if catch_up else 0.0
+        left = max(tokens_left, 1.0)
+        rates = []
+        for depth, (step, total) in enumerate(zip(seconds, tokens)):
+            if depth > 0 and catch_up_s > 0:
+                step += catch_up_s / max(1.0, left * num_reqs / total)
+            if last is not None:
+                total = num_reqs / last[depth]
+            rates.append(total / step if step > 0 else 0.0)
+        return rates
+
+    def _with_paying_drafts(self, num_reqs: int, seconds: list[float],
+                            survivals: Sequence[Sequence[float]]) -> tuple[list[float], list[list[float]]]:
+        """Each depth's step seconds, and each request's expected accepted drafts, where each request
+        verifies, of its first ``depth`` drafts, those that pay: a draft cut, or past its limit, saves its
+        verification."""
+        token_s = self.costs.token_seconds(num_reqs)
+        times, accepted = [], []
+        for depth, step in enumerate(seconds):
+            rows = [s[:depth] for s in survivals]
+            step -= token_s * sum(depth - len(r) for r in rows)
+            kept = paying_drafts(rows, num_reqs, step, token_s)
+            times.append(step - token_s * sum(len(r) - k for r, k in zip(rows, kept)))
+            accepted.append([sum(r[:k]) for r, k in zip(rows, kept)])
+        return times, accepted
+
+    def _settle(self, chosen: int, num_reqs: int, rates: list[float] | None) -> int:
+        old, self._choice = self._choice, chosen
+        if old is None or old == chosen or self.on_change is None:
+            return chosen
+        self._unreported += 1
+        if self._reported_at is None or self.seconds - self._reported_at >= REPORT_EVERY_S:
+            predicted = "" if rates is None else " (predicted " + ", ".join(
+                f"depth {d}: {r:.0f} tok/s" for d, r in enumerate(rates)) + ")"
+            more = f"; {self._unreported - 1} changes since the last line" if self._unreported > 1 else ""
+            self.on_change(f"MineDraft auto: speculation depth {old} -> {chosen} at {num_reqs} requests"
+                           f"{predicted}{more}")
+            self._reported_at, self._unreported = self.seconds, 0
+        return chosen
+
+    def _recheck(self, num_reqs: int, tokens_left: float, catch_up: int, rates: list[float], base: int = 0) -> int:
+        """A re-check's depth when one is due (see the module), else 0: from depth 0 (``base``), of acceptance
+        at all; from a depth > 0, of the position past it."""
+        t = self.tuning
+        if base >= self._depths[-1]:
+            return 0  # no depth deeper to try
+        last = self.acceptance.last_seen if base == 0 else self.acceptance.seen_at[base]
+        since = self.seconds - max(-math.inf if last is None else last, self._recheck_from)
+        if since < t.stale_s:
+            return 0  # no re-check waits less: every step at a depth > 0 asks
+        ceiling = self.goodput(num_reqs, tokens_left, 0, ceiling_past=base)
+        deeper = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + t.margin)), None)
+        if deeper is None:
+            return 0  # no acceptance could make drafting (deeper) pay here
+        steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
+        seconds = self.costs.seconds(num_reqs, deeper)
+        cost = steps * (seconds[deeper] - seconds[base]) + self.costs.catch_up_seconds(num_reqs, catch_up)
+        if since < max(t.stale_s, cost / t.margin):
+            return 0
+        self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
+        self._recheck_left, self._recheck_depth = t.telling_trials - num_reqs, deeper
+        self._recheck_bucket = batch_bucket(num_reqs)
+        self.rechecks += 1
+        self.rechecking = True
+        return deeper
+
+    # ----------------------------------------------------------- measurement
+    def observe_step(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
+                     prefill: int = 0) -> None:
+        """A finished step: its ``num_reqs`` decoding requests, the ``depth`` it drafted at, the ``tokens`` the
+        target computed (``prefill`` of them in prompt chunks), the tokens the drafter ran over once (a
+        catch-up, a prompt's draft prefill), and its duration."""
+        if not self.can_speculate:
+            return
+        self.seconds += seconds
+        self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill)
+
+    def observe_verification(self, verified: Iterable[VerifiedDrafts]) -> None:
+        self.acceptance.observe(verified, self.seconds)

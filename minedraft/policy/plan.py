@@ -1,0 +1,80 @@
+"""What crosses between the scheduler and the speculation policy: a step's view, its plan, its result.
+
+The scheduler builds a :class:`StepView` from vLLM's state before vLLM schedules the step, applies the
+:class:`StepPlan` the policy returns (the depth vLLM drafts at, the group held back for the lane, each
+request's drafts cut), and hands the :class:`StepResult` back once the step is timed. Plain data: no vLLM
+types, so the policy runs, and is replayed (analysis/depth_replay.py), without an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from minedraft.policy.load import Load
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """A request the step is planned for: one that decodes now, or one whose prompt starts."""
+
+    req_id: str
+    decoding: bool  # its prompt is computed; False: its prompt is computed now, or it waits with room to start
+    tokens_left: int  # the output tokens it may still make (max_tokens less those made)
+    num_tokens: int = 0  # its prompt and output tokens so far (vLLM's Request.num_tokens)
+    prompt_left: int = 0  # prompt tokens not computed yet (the drafter's prefill of them, once)
+    num_drafts: int = 0  # the drafts it holds for this step's verification
+    on_lane: bool = False  # the lane drafts for it during this step: it sits the step out
+    held_if_parallel: bool = False  # held back for the lane next step if this step runs in parallel
+
+
+@dataclass(frozen=True)
+class StepView:
+    requests: Sequence[RequestView]  # those that decode first, then those that start
+    closed: bool = False  # no request is left waiting beyond these: the batch ends with its last request
+    drafter_has_room: bool = True  # every running request leaves vLLM's drafter room to draft after the step
+
+
+@dataclass(frozen=True)
+class PlanCounts:
+    """What the plan did, for the counters (metrics/stats.py)."""
+
+    drafts_cut: int = 0  # past their request's limit
+    past_spec_max_len: int = 0  # requests that passed the speculative max_model_len now
+    drafts_trimmed: int = 0  # their acceptance did not pay for their verification
+    requests_trimmed: int = 0  # requests verified now that had drafts trimmed
+    requests_by_drafts: Mapping[int, int] = field(default_factory=dict)  # drafts kept -> requests, where weighed
+    rechecks: int = 0  # depth re-checks begun
+    first_measurements: int = 0  # new requests measured first
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    depth: int  # the drafts vLLM's drafter makes this step (K where the depth is not chosen)
+    parallel: bool  # the step may verify one group while the lane drafts for the other
+    num_drafts: Mapping[str, int]  # per request, its drafts cut to this many (absent: all it holds)
+    load: Load  # the load the plan was made at (parallel steps are measured per load)
+    counts: PlanCounts = PlanCounts()
+
+
+@dataclass(frozen=True)
+class VerifiedDrafts:
+    req_id: str
+    drafts: int  # drafts verified
+    accepted: int  # of them, accepted
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A step as it ran, handed back with its plan."""
+
+    plan: StepPlan
+    num_decoding: int  # the requests the step computed a decode for (verified drafts or not)
+    tokens: int  # every token the target computed: prompt, decode and verified drafts
+    prefill_tokens: int = 0  # of them, those in prompt chunks (such a step is not fitted in the step costs)
+    scheduled: Mapping[str, int] = field(default_factory=dict)  # per request scheduled: its tokens
+    prompt_tokens: int = 0  # of them, prompt tokens (the drafter's prefill of them)
+    measured: bool = True  # False: it verified and drafted nothing (a step of prompts alone)
+    output_tokens: int = 0  # the tokens it sampled
+    verified: Sequence[VerifiedDrafts] = ()
+    seconds: float | None = None  # None: not timed (its drafting skipped, or the engine idled after it)

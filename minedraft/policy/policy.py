@@ -1,0 +1,228 @@
+"""The speculation policy: each step's plan, decided in one place.
+
+``plan(view)`` answers, before vLLM schedules a step: the depth vLLM's drafter drafts at (0 .. K), each
+request's drafts cut to those it verifies, and whether the step may run in parallel (one group verified
+while the lane drafts for the other). ``observe(result)`` takes the step back once it ran: its seconds and
+each request's drafts verified and accepted. The scheduler applies plans (scheduling/scheduler.py); how a
+plan was chosen stays here:
+
+* the depth (depth.py): the best predicted goodput from the step-cost model and measured acceptance, or K
+  where the depth is not chosen (``speculation_depth: fixed``, vLLM's per-batch-size table, mode ``stock``);
+* each request's drafts: its own limit (request_limits.py), and under ``speculation_depth: auto`` those its
+  own acceptance pays for (paying_drafts.py), a new request measured first where that pays
+  (first_measurement.py); the depth is chosen with that cut;
+* parallel steps (overlap.py): where the drafter has hardware of its own, or where pinned.
+
+Where vLLM's drafter drafts only K (parallel drafting, suffix decoding, Medusa) and the user asks for
+``speculation_depth: auto``, the depth chosen is how many of the K drafts each request verifies.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from minedraft.config.methods import method_of
+from minedraft.config.settings import MineDraftSettings
+from minedraft.policy.depth import DepthChoice
+from minedraft.policy.first_measurement import decide_first_measurements
+from minedraft.policy.load import Load
+from minedraft.policy.overlap import OverlapChoice, placement
+from minedraft.policy.paying_drafts import paying_drafts
+from minedraft.policy.plan import PlanCounts, StepPlan, StepResult, StepView
+from minedraft.policy.request_limits import RequestLimits
+from minedraft.policy.tuning import TUNING, Tuning
+from minedraft.policy.weight_bound import engine_draft_cost
+
+# How the depth is chosen: fixed (K, or vLLM's per-batch-size table), the depth vLLM drafts at, or, where
+# its drafter drafts only K, how many of them are verified.
+DEPTH_CONTROLS = ("fixed", "drafted", "verified")
+
+
+class SpeculationPolicy:
+    def __init__(self, max_depth: int, *, mode: str = "auto", dedicated: bool = False,
+                 depth_control: str = "fixed", per_request: bool = True, draft_cost: float | None = None,
+                 catches_up: bool = False, spec_max_len: int | None = None, tuning: Tuning = TUNING,
+                 log: Callable[[str], None] | None = None) -> None:
+        if depth_control not in DEPTH_CONTROLS:
+            raise ValueError(f"depth_control must be one of {', '.join(DEPTH_CONTROLS)}, got {depth_control!r}")
+        self.max_depth = max_depth
+        self.depth_control = depth_control
+        self.catches_up = catches_up  # the drafter skips depth-0 calls and catches up (config/idle_drafter.py)
+        self.limits = RequestLimits(max_depth, spec_max_len)
+        self.overlap = OverlapChoice(mode, dedicated, tuning, on_change=log)
+        self.depths = (DepthChoice(max_depth, draft_cost, tuning, on_change=log)
+                       if depth_control != "fixed" else None)
+        self.per_request = per_request and self.depths is not None
+        self.depth = max_depth if self.depths is None else self.depths.starting_depth
+        self._finished: list[str] = []
+        self._skipped: dict[str, int] = {}  # per request, the tokens its drafter skipped at depth 0
+        self._last_mix = (0, 0)  # the last step's prompt and decode tokens
+
+    @classmethod
+    def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
+                   catches_up: bool, spec_max_len: int | None, log: Callable[[str], None]) -> SpeculationPolicy:
+        """The policy of an engine, with one INFO line for each choice its configuration makes."""
+        spec = vllm_config.speculative_config
+        if spec_max_len is not None and max_depth > 0:
+            log(f"MineDraft: a request longer than the speculative max_model_len ({spec_max_len} tokens, with its "
+                f"{max_depth} drafts) verifies no drafts from then on (policy/request_limits.py).")
+        where = placement(vllm_config.device_config.device_type, settings.lane, settings.drafter)
+        dedicated = where == "dedicated"
+        if settings.mode == "auto" and not dedicated and max_depth > 0:
+            log(f"MineDraft auto: the drafter shares the target's hardware ({where}): steps run as plain "
+                "speculative decoding (parallel steps pay where the drafter has hardware of its own).")
+        control = settings.depth_control(has_depth_table)
+        if control not in ("auto", "step") or settings.mode == "stock" or max_depth == 0:
+            if has_depth_table and settings.mode == "auto":
+                log("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth.")
+            return cls(max_depth, mode=settings.mode, dedicated=dedicated, catches_up=catches_up,
+                       spec_max_len=spec_max_len, log=log)
+        if has_depth_table:  # refused by the front end; a directly built config may have it
+            raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
+                             "both choose the depth; use one.")
+        per_request = settings.speculation_depth != "step"
+        only_k = method_of(spec).drafts_only_k
+        if only_k is not None:
+            if settings.speculation_depth is None:
+                # Measured on CPU (benchmarks/README.md): choosing how many of K drafts to verify saved less
+                # than its re-checks cost, so only a user's speculation_depth=auto asks for it.
+                log(f"MineDraft: {only_k} drafts num_speculative_tokens={max_depth} tokens each step and they "
+                    "are all verified (speculation_depth=auto: the policy chooses how many).")
+                return cls(max_depth, mode=settings.mode, dedicated=dedicated, catches_up=catches_up,
+                           spec_max_len=spec_max_len, log=log)
+            log(f"MineDraft: {only_k} drafts num_speculative_tokens={max_depth} tokens each step; the policy "
+                "chooses how many of them the target verifies.")
+            return cls(max_depth, mode=settings.mode, dedicated=dedicated, depth_control="verified",
+                       per_request=per_request, draft_cost=0.0, catches_up=catches_up,
+                       spec_max_len=spec_max_len, log=log)
+        # Pinned parallel steps overlap draft forwards with verification: the weight bound does not hold.
+        draft_cost = engine_draft_cost(vllm_config, dedicated) if settings.mode == "auto" else None
+        policy = cls(max_depth, mode=settings.mode, dedicated=dedicated, depth_control="drafted",
+                     per_request=per_request, draft_cost=draft_cost, catches_up=catches_up,
+                     spec_max_len=spec_max_len, log=log)
+        if draft_cost is not None:
+            log(f"MineDraft auto: a draft forward multiplies {draft_cost:.2f}x the target's weights: the step-cost "
+                f"model starts from that, and the depth at {policy.depth} (policy/weight_bound.py).")
+        return policy
+
+    # ----------------------------------------------------------- requests
+    def add_request(self, req_id: str, limit: int | None) -> None:
+        self.limits.add(req_id, limit)
+
+    def finish(self, req_id: str) -> None:
+        """A request finished (or was aborted): released before the next plan."""
+        self._finished.append(req_id)
+
+    # ----------------------------------------------------------- plans
+    def plan(self, view: StepView) -> StepPlan:
+        finished, self._finished = self._finished, []
+        self.limits.release(finished)
+        for rid in finished:
+            self._skipped.pop(rid, None)
+        if self.depths is not None:  # the finished ones join the prior of the requests after them
+            self.depths.acceptance.release(finished)
+        rechecks, first = self._choose_depth(view)
+        load = Load.of(sum(r.decoding for r in view.requests), self.depth, *self._last_mix)
+        # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
+        parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
+        num_drafts, counts = self._num_drafts(view, parallel)
+        return StepPlan(self.depth, parallel, num_drafts, load,
+                        PlanCounts(**counts, rechecks=rechecks, first_measurements=first))
+
+    def _choose_depth(self, view: StepView) -> tuple[int, int]:
+        """The depth for the step's requests: those that decode and those whose prompts start now (its drafts
+        are verified next step, by the requests running then). What drafting costs once (a catch-up of skipped
+        tokens, the draft's prefill of prompts) is weighed against the tokens they have left, and where the
+        batch is closed, each request's tokens left (depth.py). The re-checks begun, and the requests measured
+        first."""
+        choice, requests = self.depths, view.requests
+        if choice is None or not choice.can_speculate or not requests:
+            return 0, 0
+        once = 0
+        if self.catches_up:
+            once = sum(self._skipped.get(r.req_id, 0) if r.decoding else r.prompt_left for r in requests)
+        left = [r.tokens_left for r in requests]
+        tokens_left = statistics.median(left)
+        survivals = closing = None
+        first = 0
+        if self.per_request:  # each request verifies only the drafts that pay: the depth weighs those
+            limits = [self.limits.limit(r) for r in requests]
+            closing = left if view.closed else None
+            first = decide_first_measurements(choice, requests, limits, once, tokens_left, closing)
+            survivals = [choice.acceptance.survivals(r.req_id, n) for r, n in zip(requests, limits)]
+        rechecks = choice.rechecks
+        self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing)
+        return choice.rechecks - rechecks, first
+
+    def _num_drafts(self, view: StepView, parallel: bool) -> tuple[dict[str, int], dict[str, Any]]:
+        """Each request verified now, its drafts cut: to the depth where it is the verified one, to its limit,
+        and to those its acceptance pays for."""
+        past = self.limits.newly_past(view.requests)
+        verified = [r for r in view.requests if r.decoding and r.num_drafts
+                    and not r.on_lane and not (parallel and r.held_if_parallel)]
+        kept, cut = {}, 0
+        for r in verified:
+            limit = self.limits.limit(r)
+            n = min(r.num_drafts, self.depth) if self.depth_control == "verified" else r.num_drafts
+            cut += max(n - limit, 0)
+            kept[r.req_id] = min(n, limit)
+        counts = dict(drafts_cut=cut, past_spec_max_len=past)
+        if self.per_request and self.depths.costs.known and not self.depths.rechecking:
+            counts.update(self._trim(view, parallel, kept))
+        return kept, counts
+
+    def _trim(self, view: StepView, parallel: bool, kept: dict[str, int]) -> dict[str, Any]:
+        """The drafts of each request verified now cut to those whose own acceptance pays for their
+        verification in the step-cost model (``kept`` is cut in place)."""
+        choice = self.depths
+        num_verified = sum(1 for r in view.requests if r.decoding and not r.on_lane
+                           and not (parallel and r.held_if_parallel))
+        drafts = sum(kept.values())
+        rows = [(rid, choice.acceptance.survivals(rid, n)) for rid, n in kept.items() if n]
+        if not drafts or not rows:
+            return {}
+        token_s = choice.costs.token_seconds(num_verified)
+        step_s = (choice.costs.seconds(num_verified, self.max_depth)[self.depth]
+                  + token_s * (drafts - num_verified * self.depth))
+        paying = paying_drafts([s for _, s in rows], num_verified, step_s, token_s)
+        trimmed = trimmed_requests = 0
+        by_drafts: dict[int, int] = {}
+        for (rid, survivals), n in zip(rows, paying):
+            by_drafts[n] = by_drafts.get(n, 0) + 1
+            if n < len(survivals):
+                trimmed += len(survivals) - n
+                trimmed_requests += 1
+                kept[rid] = n
+            if n == 0:
+                choice.acceptance.note_all_cut(rid)
+        return dict(drafts_trimmed=trimmed, requests_trimmed=trimmed_requests, requests_by_drafts=by_drafts)
+
+    # ----------------------------------------------------------- measurement
+    def observe(self, result: StepResult) -> None:
+        """A step as it ran: its verified drafts always; its seconds where it was timed."""
+        plan = result.plan
+        if self.depths is not None:
+            self.depths.observe_verification(result.verified)
+        catch_up = self._count_catch_up(result)
+        self._last_mix = (result.prefill_tokens, result.tokens - result.prefill_tokens)
+        if result.seconds is None:
+            return
+        load = plan.load if result.measured else Load(0, plan.depth)
+        self.overlap.observe(plan.parallel, load, result.output_tokens, result.seconds)
+        if self.depths is not None:
+            self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
+                                     result.prefill_tokens)
+
+    def _count_catch_up(self, result: StepResult) -> int:
+        """The tokens a drafter that skips depth-0 calls ran its model over in the step besides the requests'
+        own: at a depth > 0, those each request skipped at depth 0 (its catch-up) and the prompt tokens (the
+        draft's prefill, the same work); at depth 0 each request's tokens are noted as skipped instead."""
+        if not self.catches_up or self.depths is None or not self.depths.can_speculate:
+            return 0
+        if result.plan.depth == 0:
+            for rid, tokens in result.scheduled.items():
+                self._skipped[rid] = self._skipped.get(rid, 0) + tokens
+            return 0
+        return sum(self._skipped.pop(rid, 0) for rid in result.scheduled) + result.prompt_tokens

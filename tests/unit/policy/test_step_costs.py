@@ -1,0 +1,63 @@
+"""minedraft/policy/step_costs.py: steps folded in a batch are the steps added one by one, and the fits are
+solved again only once ``refit_s`` of steps were observed (or a cell is new or forming)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from minedraft.policy.step_costs import StepCosts
+from minedraft.policy.tuning import TUNING
+
+
+def _costs(refit_s: float) -> StepCosts:
+    return StepCosts(tuning=dataclasses.replace(TUNING, refit_s=refit_s))
+
+
+def _steps(n: int, seed: int = 0) -> list[tuple[int, int, int, float, int]]:
+    rng = random.Random(seed)
+    steps = []
+    for _ in range(n):
+        num_reqs, depth = rng.choice((1, 2, 8, 9, 32)), rng.choice((0, 1, 3))
+        catch_up = rng.choice((0, 0, 0, 40))
+        seconds = 0.002 + 0.0001 * num_reqs * (1 + depth) + 0.0005 * depth + 0.00001 * catch_up
+        steps.append((num_reqs, depth, num_reqs * (1 + depth), seconds * rng.uniform(0.9, 1.1), catch_up))
+    return steps
+
+
+def test_steps_folded_in_one_pass_are_the_steps_added_one_by_one():
+    every_step, batched = _costs(refit_s=0.0), _costs(refit_s=1e9)
+    for num_reqs, depth, tokens, seconds, catch_up in _steps(300):
+        every_step.observe(num_reqs, depth, tokens, seconds, catch_up)
+        every_step.seconds(num_reqs, 3)  # solved (and folded) after every step
+        batched.observe(num_reqs, depth, tokens, seconds, catch_up)
+    batched.refit()  # one solve folds every step observed since the cells formed
+    for num_reqs in (1, 2, 8, 32):
+        assert batched.seconds(num_reqs, 3) == pytest.approx(every_step.seconds(num_reqs, 3), rel=1e-9)
+    np.testing.assert_allclose(batched.grams, every_step.grams, rtol=1e-9)
+    np.testing.assert_allclose(batched.moments, every_step.moments, rtol=1e-9)
+
+
+def test_the_fits_are_solved_again_after_refit_s_of_steps(monkeypatch):
+    costs = _costs(refit_s=0.05)
+    solves = []
+    solve = costs._solve
+    monkeypatch.setattr(costs, "_solve", lambda *a: solves.append(a) or solve(*a))
+    for _ in range(3):  # a new cell, then one still forming: solved after each
+        costs.observe(8, 0, 8, 0.002)
+        costs.seconds(8, 3)
+    assert len(solves) == 3
+    for _ in range(20):  # 40 ms of settled steps: the fit is not solved again
+        costs.observe(8, 0, 8, 0.002)
+        costs.seconds(8, 3)
+    assert len(solves) == 3
+    for _ in range(6):  # past 50 ms: solved once more
+        costs.observe(8, 0, 8, 0.002)
+        costs.seconds(8, 3)
+    assert len(solves) == 4
+    costs.observe(8, 1, 16, 0.003)  # a cell not seen before: at once
+    costs.seconds(8, 3)
+    assert len(solves) == 5
