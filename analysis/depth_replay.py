@@ -4,6 +4,7 @@
     python -m analysis.depth_replay --phases        # and each phase's depths beside the best per phase
     python -m analysis.depth_replay --grid          # every recorded run x five machines (below), and the mean
     python -m analysis.depth_replay --step-level    # the step's depth alone (speculation_depth: step)
+    python -m analysis.depth_replay --sensitivity   # the grid's mean with each constant of the policy halved, doubled
 
 ``benchmarks/shifting.py`` runs one workload whose load and text move through the target alone, stock
 SD at k = 1 and at k = K and MineDraft's ``auto``. On the 2-core VMs that run it a whole-engine ratio
@@ -36,6 +37,7 @@ medians over ``--seeds`` seeds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -228,6 +230,31 @@ def grid(runs: list[Path], seeds: int = 5, noise: float = 0.10, **policy_args) -
     return rows
 
 
+def sensitivity(runs: list[Path], seeds: int, noise: float, **policy_args) -> dict[str, tuple[float, float]]:
+    """The grid's mean with each constant of the policy's table (minedraft/policy/tuning.py) halved and doubled
+    (whole numbers rounded, at least 1; a share such as ``margin`` or ``cost_memory`` kept below 1). Not the
+    constants of parallel steps' trials: the replay's drafter shares the target's hardware."""
+    def mean(tuning: Tuning) -> float:
+        return statistics.mean(r for ratios in grid(runs, seeds, noise, tuning=tuning, **policy_args).values()
+                               for r in ratios)
+
+    out = {}
+    for f in dataclasses.fields(TUNING):
+        if f.name.startswith("trial_"):
+            continue
+        value = getattr(TUNING, f.name)
+        scaled = []
+        for factor in (0.5, 2.0):
+            new = value * factor
+            if isinstance(value, int):
+                new = max(1, round(new))
+            elif value < 1 <= new and f.name in ("margin", "cost_memory", "neighbour_weight", "rise"):
+                new = (1 + value) / 2
+            scaled.append(mean(dataclasses.replace(TUNING, **{f.name: new})))
+        out[f.name] = (scaled[0], scaled[1])
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("json", nargs="?", type=Path, default=SHIFTING_JSON)
@@ -239,10 +266,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--swings", action="store_true", help="the machine's speed moves 0.75x-1.3x every 1-3 s")
     parser.add_argument("--grid", action="store_true",
                         help="the default run and every run in history/shifting/, each on five machines")
+    parser.add_argument("--sensitivity", action="store_true",
+                        help="the grid's mean with each constant of the policy's table halved and doubled")
     parser.add_argument("--step-level", action="store_true",
                         help="the step's depth alone (speculation_depth: step), every request verifying it")
     args = parser.parse_args(argv)
     policy_args = {"per_request": not args.step_level}
+    if args.sensitivity:
+        runs = [SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))]
+        print(f"grid mean as shipped: {statistics.mean(r for v in grid(runs, args.seeds, args.noise, **policy_args).values() for r in v):.3f}")
+        print("constant            halved  doubled")
+        for name, (half, double) in sensitivity(runs, args.seeds, args.noise, **policy_args).items():
+            print(f"{name:18s}  {half:.3f}   {double:.3f}")
+        return
     if args.grid:
         rows = grid([SHIFTING_JSON, *sorted(EARLIER_RUNS.glob("*.json"))], args.seeds, args.noise, **policy_args)
         print("auto / best fixed depth; machines: " + "; ".join(GRID_MACHINES))

@@ -13,7 +13,7 @@ import pytest
 
 from harness.environment import PYTEST_ENV, set_defaults
 
-set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft pinned to parallel steps
+set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft's default mode unless a test pins one
 TESTS = Path(__file__).resolve().parent
 
 TIERS = ("unit", "e2e", "soak", "upstream", "gpu")

@@ -73,12 +73,13 @@ class SpeculationPolicy:
         if settings.mode == "auto" and not dedicated and max_depth > 0:
             log(f"MineDraft auto: the drafter shares the target's hardware ({where}): steps run as plain "
                 "speculative decoding (parallel steps pay where the drafter has hardware of its own).")
+        common = dict(mode=settings.mode, dedicated=dedicated, catches_up=catches_up, spec_max_len=spec_max_len,
+                      log=log)
         control = settings.depth_control(has_depth_table)
         if control not in ("auto", "step") or settings.mode == "stock" or max_depth == 0:
             if has_depth_table and settings.mode == "auto":
                 log("MineDraft: num_speculative_tokens_per_batch_size chooses the speculation depth.")
-            return cls(max_depth, mode=settings.mode, dedicated=dedicated, catches_up=catches_up,
-                       spec_max_len=spec_max_len, log=log)
+            return cls(max_depth, **common)
         if has_depth_table:  # refused by the front end; a directly built config may have it
             raise ValueError("minedraft: speculation_depth=auto and num_speculative_tokens_per_batch_size "
                              "both choose the depth; use one.")
@@ -90,18 +91,14 @@ class SpeculationPolicy:
                 # than its re-checks cost, so only a user's speculation_depth=auto asks for it.
                 log(f"MineDraft: {only_k} drafts num_speculative_tokens={max_depth} tokens each step and they "
                     "are all verified (speculation_depth=auto: the policy chooses how many).")
-                return cls(max_depth, mode=settings.mode, dedicated=dedicated, catches_up=catches_up,
-                           spec_max_len=spec_max_len, log=log)
+                return cls(max_depth, **common)
             log(f"MineDraft: {only_k} drafts num_speculative_tokens={max_depth} tokens each step; the policy "
                 "chooses how many of them the target verifies.")
-            return cls(max_depth, mode=settings.mode, dedicated=dedicated, depth_control="verified",
-                       per_request=per_request, draft_cost=0.0, catches_up=catches_up,
-                       spec_max_len=spec_max_len, log=log)
+            # The drafter makes K drafts at every depth: a draft forward costs nothing more at a deeper one.
+            return cls(max_depth, depth_control="verified", per_request=per_request, draft_cost=0.0, **common)
         # Pinned parallel steps overlap draft forwards with verification: the weight bound does not hold.
         draft_cost = engine_draft_cost(vllm_config, dedicated) if settings.mode == "auto" else None
-        policy = cls(max_depth, mode=settings.mode, dedicated=dedicated, depth_control="drafted",
-                     per_request=per_request, draft_cost=draft_cost, catches_up=catches_up,
-                     spec_max_len=spec_max_len, log=log)
+        policy = cls(max_depth, depth_control="drafted", per_request=per_request, draft_cost=draft_cost, **common)
         if draft_cost is not None:
             log(f"MineDraft auto: a draft forward multiplies {draft_cost:.2f}x the target's weights: the step-cost "
                 f"model starts from that, and the depth at {policy.depth} (policy/weight_bound.py).")

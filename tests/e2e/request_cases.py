@@ -1,7 +1,8 @@
 """Unusual and invalid requests through one engine (a child, :mod:`harness.child`).
 
 The spec names the mode (``stock_sd`` or ``minedraft_parallel``). Each case records either the outputs or the error vLLM raised
-(type and message), then a plain greedy request checks the engine still works.
+(type and message), then a plain greedy request checks the engine still works. Under MineDraft the engine core
+runs in this process, so each request's drafts held, cut and verified are counted (tests/e2e/policy_hooks.py).
 """
 
 from __future__ import annotations
@@ -61,18 +62,31 @@ def summarize(outs) -> list[dict]:
 
 
 def make_handler(spec: dict):
+    import os
+
+    minedraft = spec["mode"].startswith("minedraft")
+    if minedraft:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # before vLLM is imported: its policy in this process
     from vllm import LLM, SamplingParams
 
     speculation = Speculation(spec["draft"], 3, extra={"max_model_len": SPECULATIVE_MAX_MODEL_LEN})
     llm = LLM(**engine_kwargs(spec["mode"], spec["target"], speculation, max_model_len=MAX_MODEL_LEN))
+    record = None
+    if minedraft:
+        from tests.e2e.policy_hooks import PlanRecord
+
+        record = PlanRecord(llm)
 
     def run(command: dict) -> dict:
         vocab = llm.get_tokenizer().vocab_size
-        results = {}
+        results, per_request = {}, {}
         for name, make in cases(vocab).items():
             try:
                 prompts, params = make()
-                results[name] = {"outputs": summarize(llm.generate(prompts, params, use_tqdm=False))}
+                outs = llm.generate(prompts, params, use_tqdm=False)
+                results[name] = {"outputs": summarize(outs)}
+                if record is not None:  # per output: [steps with drafts, steps cut, drafts verified, most in a step]
+                    per_request[name] = [record.of(o.request_id) for o in outs]
             except Exception as e:  # the behaviour under test
                 results[name] = {"error": type(e).__name__, "message": str(e).splitlines()[0][:300]}
         after = llm.generate([{"prompt_token_ids": [7] * 30}] * 6,
@@ -80,7 +94,7 @@ def make_handler(spec: dict):
         results["engine_still_serves"] = {"outputs": summarize(after)}
         metrics = {m.name: m.value for m in llm.get_metrics()
                    if m.name.startswith("minedraft:") and hasattr(m, "value")}
-        return {"results": results, "metrics": metrics}
+        return {"results": results, "metrics": metrics, "per_request": per_request}
 
     return run
 

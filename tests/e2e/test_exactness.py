@@ -2,7 +2,8 @@
 
 48 requests, prompts of 1..500 tokens, max_tokens 1..100, chunked prefill with
 a 128-token budget, prefix caching with shared prefixes, and a 48-block KV
-cache (block size 32) small enough to force preemptions. MineDraft runs with
+cache (block size 32) small enough to force preemptions. MineDraft runs as a user
+runs it (its defaults, with the kit's EAGLE-3 head), and pinned to parallel steps: with
 its in-process drafter and with its process drafter (the draft model as its
 own engine, on core 1), and with the kit's EAGLE-3 head (``method: eagle3``):
 its deferred jobs carry the target's auxiliary hidden states, and with a small
@@ -41,6 +42,9 @@ def _mix_runs(kit) -> dict[str, dict]:
     table = {"speculation_extra": {"num_speculative_tokens_per_batch_size": DEPTH_TABLE}}
     return {
         "stock_sd": {"mode": "stock_sd", **draft},
+        # What a user runs: mode auto, speculation_depth auto (the EAGLE-3 head: a draft as large as the target,
+        # the perturbed one, would run every step at depth 0).
+        "minedraft_default": {"mode": "minedraft_auto", **eagle3},
         "minedraft": {"mode": "minedraft_parallel", **draft},
         "minedraft_depth_auto": {"mode": "minedraft_parallel", **draft, "minedraft": {"speculation_depth": "auto"}},
         "minedraft_depth_table": {"mode": "minedraft_parallel", **draft, **table},
@@ -89,7 +93,7 @@ def _run(request, name: str) -> dict:
     return request.getfixturevalue(name) if name == "minedraft_process" else request.getfixturevalue("mix_runs")[name]
 
 
-MINEDRAFT_RUNS = ["minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
+MINEDRAFT_RUNS = ["minedraft_default", "minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
                   "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table",
                   "minedraft_ngram_depth_table"]
 
@@ -132,17 +136,19 @@ def test_a_skipping_eagle3_head_accepts_like_stock_eagle3_at_the_same_depths(mix
     assert abs(_acceptance_length(minedraft["metrics"]) - _acceptance_length(stock["metrics"])) < 0.1
 
 
-def test_the_depth_controller_changed_depth_during_the_run(mix_runs):
+@pytest.mark.parametrize("run", ["minedraft_default", "minedraft_depth_auto"])
+def test_the_policy_changed_depth_during_the_run(mix_runs, run):
     """Exactness with the depth changing (test_minedraft_matches_target_and_stock_sd): it did change."""
-    m = mix_runs["minedraft_depth_auto"]["metrics"]
+    m = mix_runs[run]["metrics"]
     assert len(steps_by_depth(m)) >= 2, m
 
 
-def test_each_request_s_verified_drafts_went_through_its_own_cut(mix_runs):
+@pytest.mark.parametrize("run", ["minedraft_default", "minedraft_depth_auto"])
+def test_each_request_s_verified_drafts_went_through_its_own_cut(mix_runs, run):
     """Exactness with each request verifying the drafts its own acceptance pays for (speculation_depth
-    auto, policy/paying_drafts.py): the cut weighed requests' drafts in the run (how many it cut
-    follows measured step times: 14 of 107 in a run of 2026-11-29)."""
-    m = mix_runs["minedraft_depth_auto"]["metrics"]
+    auto, policy/paying_drafts.py): the cut weighed requests' drafts in the run (how many it trims follows
+    measured step times; tests/e2e/test_features.py makes it trim)."""
+    m = mix_runs[run]["metrics"]
     assert m["minedraft:requests_by_drafts"] > 0, m
 
 
@@ -159,7 +165,7 @@ def test_capped_eagle3_drafts_long_steps_inline(mix_runs):
 
 
 # Runs whose depth follows measured step times: the kit's target alone is the fastest choice on this
-# mix, so the controller spends most steps at depth 0, and how many of its drafting steps split the
+# mix, so the policy spends most steps at depth 0, and how many of its drafting steps split the
 # batch into two groups depends on timing (1 to 42 of about 380 steps, measured). Their drafting is
 # asserted (accepted tokens, depth changes), their parallel steps are not.
 TIMING_DRIVEN_RUNS = {"minedraft_depth_auto"}
@@ -167,8 +173,11 @@ TIMING_DRIVEN_RUNS = {"minedraft_depth_auto"}
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
 def test_minedraft_really_ran_parallel_steps(run, request):
+    """Pinned runs ran parallel steps; the default, whose drafter shares the target's cores here, ran none."""
     m = _run(request, run)["metrics"]
-    if run not in TIMING_DRIVEN_RUNS:
+    if run == "minedraft_default":
+        assert m.get("minedraft:parallel_steps", 0) == 0 and m["minedraft:fallback_steps"] > 0, m
+    elif run not in TIMING_DRIVEN_RUNS:
         assert m["minedraft:parallel_steps"] > 0
         assert m["minedraft:draft_only_requests"] > 0
     assert m["vllm:spec_decode_num_accepted_tokens"] > 0

@@ -7,10 +7,14 @@ decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 ``scheduler_cls="minedraft"``), the latter also with its process drafter
 (``minedraft_process*`` scenarios: the draft engine on core 1) and with the kit's EAGLE-3 head
 (``minedraft_eagle3*``), and with probabilistic drafts (``minedraft_probabilistic``: the draft samples its
-drafts, verified with their probabilities; minedraft/worker/in_process/draft_probs.py). Each engine runs in
+drafts, verified with their probabilities; minedraft/worker/in_process/draft_probs.py); those are pinned to
+parallel steps, and each of their workloads must have run some, so none of these tests can pass on fallback
+steps alone. MineDraft's default (``minedraft_default``: mode auto, the kit's small draft) samples the
+distribution workload beside long greedy requests, with a step-cost model the test states
+(tests/e2e/policy_hooks.py) under which drafting pays for the greedy requests and the sampled ones' drafts
+do not: each request's cut trims the latter. Each engine runs in
 its own subprocess (this file run as a child, :mod:`harness.child`, one engine per process, several workloads
-per engine), like :mod:`harness.sidebyside`. Every MineDraft workload must have run
-parallel steps, so none of these tests can pass on fallback steps alone.
+per engine), like :mod:`harness.sidebyside`.
 
 vLLM 0.32.0 on CPU cannot chunk the prefill of a seeded request (the runner
 rewinds the request's generator with ``set_offset``, which a CPU
@@ -46,7 +50,10 @@ DIST_ALPHA = 1e-3  # family-wise, Bonferroni over prompts x positions
 # has its own base: samples of different modes are independent.
 SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
               ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000,
-              ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_depth_auto", "dist"): 70_000}
+              ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_default", "dist"): 70_000}
+# Long greedy requests beside the default's sampled ones: drafting pays for them, so steps draft, and the
+# sampled requests' drafts are there to be cut. Their outputs are the target alone's.
+N_CARRIERS, CARRIER_MAX_TOKENS, CARRIER_MAX_SEQS = 4, 700, 16
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
 N_AFTER_ABORT = 4
@@ -68,6 +75,28 @@ def dist_prompts() -> list[list[int]]:
     from modelkit.prompts import token_windows
 
     return token_windows(DIST_PROMPTS, DIST_PROMPT_TOKENS, seed=300)
+
+
+def greedy_carriers() -> list[list[int]]:
+    from modelkit.prompts import token_windows
+
+    return token_windows(N_CARRIERS, DIST_PROMPT_TOKENS, seed=500)
+
+
+def mode_states_costs(mode: str) -> bool:
+    """The default's scenario runs with the step-cost model the test states (tests/e2e/policy_hooks.py)."""
+    return mode == "minedraft_default"
+
+
+def cuts_by_kind(record, request_ids: list[str], carrier_ids: set[str]) -> dict[str, list[int]]:
+    """[requests with drafts, of them with drafts cut, steps with drafts, of them cut], carriers and the rest."""
+    out = {"carriers": [0, 0, 0, 0], "sampled": [0, 0, 0, 0]}
+    for rid in request_ids:
+        steps, cut, *_ = record.of(rid)
+        if steps:
+            row = out["carriers" if rid in carrier_ids else "sampled"]
+            row[0], row[1], row[2], row[3] = row[0] + 1, row[1] + (cut > 0), row[2] + steps, row[3] + cut
+    return out
 
 
 def abort_prompts() -> list[list[int]]:
@@ -123,14 +152,19 @@ def pick_stops(probe: list[dict]) -> list[dict]:
 # --------------------------------------------------------------------------
 
 def engine_kwargs(scenario: str) -> dict:
-    """Scenario -> engine: ``minedraft*`` scenarios run MineDraft pinned to parallel mode."""
+    """Scenario -> engine: ``minedraft*`` scenarios run MineDraft pinned to parallel mode, but the default."""
     from harness.engine_args import Speculation
     from harness.engine_args import engine_kwargs as mode_kwargs
     from modelkit import build_kit
 
     kit = build_kit()
-    mode = {"target": "no_sd", "stock_sd": "stock_sd"}.get(scenario, "minedraft_parallel")
-    if scenario == "minedraft_ngram":
+    mode = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_default": "minedraft_auto"}.get(
+        scenario, "minedraft_parallel")
+    engine = {}
+    if scenario == "minedraft_default":  # a draft smaller than the target: depths the weight bound leaves
+        speculation = Speculation(str(kit.draft_small), K)
+        engine["max_num_seqs"] = CARRIER_MAX_SEQS
+    elif scenario == "minedraft_ngram":
         speculation = Speculation(None, K, "ngram", {"prompt_lookup_min": 2, "prompt_lookup_max": 4})
     elif "eagle3" in scenario:
         speculation = Speculation(str(kit.eagle3), K, "eagle3")
@@ -139,12 +173,10 @@ def engine_kwargs(scenario: str) -> dict:
     else:
         speculation = Speculation(str(kit.draft_perturbed), K)
     settings = PROCESS_DRAFTER if "process" in scenario else None
-    if scenario == "minedraft_depth_auto":  # each step's depth chosen, each request's verified drafts cut
-        settings = {"speculation_depth": "auto"}
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
                        minedraft=settings,
                        enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
-                       enable_prefix_caching=True)
+                       enable_prefix_caching=True, **engine)
 
 
 def summarize(request_outputs) -> list[dict]:
@@ -170,16 +202,27 @@ def delta(after: dict, before: dict) -> dict:
 
 
 def run_sync(spec: dict) -> dict:
+    import os
+
+    if mode_states_costs(spec["mode"]):
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process: its policy is at hand
     from vllm import LLM, SamplingParams
 
     mode = spec["mode"]
     llm = LLM(**engine_kwargs(mode))
     result: dict = {"mode": mode, "phases": {}, "metrics": {}}
+    record = None
+    if mode_states_costs(mode):
+        from tests.e2e.policy_hooks import PlanRecord, state_costs
+
+        state_costs(llm)
+        record = PlanRecord(llm)
 
     def phase(name, prompts, params):
         before = counters(llm.get_metrics())
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         result["phases"][name] = summarize(outs)
+        result.setdefault("request_ids", {})[name] = [o.request_id for o in outs]
         result["metrics"][name] = delta(counters(llm.get_metrics()), before)
 
     greedy = dict(temperature=0, ignore_eos=True)
@@ -193,13 +236,21 @@ def run_sync(spec: dict) -> dict:
         phase("stop", prompts, [SamplingParams(**greedy, max_tokens=STOP_MAX_TOKENS, stop=p["stop"],
                                                stop_token_ids=p["stop_token_ids"],
                                                include_stop_str_in_output=p["include"]) for p in picks])
+    carried = greedy_carriers() if mode_states_costs(mode) else []
     for name, temperature in (("dist", DIST_TEMPERATURE), ("dist_control", CONTROL_TEMPERATURE)):
         if name in spec["workloads"]:
             prompts = [p for p in dist_prompts() for _ in range(DIST_REQUESTS)]
             base = SEED_BASES[mode, name]
-            phase(name, prompts, [SamplingParams(temperature=temperature, n=DIST_N, seed=base + DIST_N * i,
-                                                 max_tokens=DIST_MAX_TOKENS, ignore_eos=True)
-                                  for i in range(len(prompts))])
+            phase(name, prompts + carried,
+                  [SamplingParams(temperature=temperature, n=DIST_N, seed=base + DIST_N * i,
+                                  max_tokens=DIST_MAX_TOKENS, ignore_eos=True) for i in range(len(prompts))]
+                  + [SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS)] * len(carried))
+            if carried:
+                rows, ids = result["phases"][name], result["request_ids"][name]
+                result["phases"][name], result["phases"]["carriers"] = rows[:len(prompts)], rows[len(prompts):]
+                result["cuts"] = cuts_by_kind(record, ids, set(ids[len(prompts):]))
+    if "carriers" in spec["workloads"]:
+        phase("carriers", greedy_carriers(), SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS))
     if "abort_ref" in spec["workloads"]:
         phase("abort_ref", abort_prompts(), SamplingParams(**greedy, max_tokens=ABORT_MAX_TOKENS))
     if "ngram" in spec["workloads"]:
@@ -279,7 +330,7 @@ def workdir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def target(workdir):
     return run_child(workdir, {"mode": "target",
-                                "workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram"]})
+                                "workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram", "carriers"]})
 
 
 @pytest.fixture(scope="module")
@@ -301,8 +352,8 @@ def minedraft_process(workdir, target):
 
 
 @pytest.fixture(scope="module")
-def minedraft_depth_auto(workdir, target):
-    return run_child(workdir, {"mode": "minedraft_depth_auto", "workloads": ["dist"]})
+def minedraft_default(workdir, target):
+    return run_child(workdir, {"mode": "minedraft_default", "workloads": ["dist"]})
 
 
 @pytest.fixture(scope="module")
@@ -473,7 +524,7 @@ def test_distribution_test_has_power(target):
     assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
 
 
-@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic", "minedraft_depth_auto"])
+@pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic", "minedraft_default"])
 def test_sampled_distribution_matches_target(target, mode, request):
     minedraft = request.getfixturevalue(mode)
     p_values = distribution_p_values(minedraft["phases"]["dist"], target["phases"]["dist"])
@@ -481,11 +532,21 @@ def test_sampled_distribution_matches_target(target, mode, request):
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
 
 
-def test_each_request_s_drafts_went_through_its_own_cut_while_sampling(minedraft_depth_auto):
-    """The distribution test above with each request verifying the drafts its own acceptance pays for
-    (policy/paying_drafts.py): the cut weighed the sampled requests' drafts."""
-    m = minedraft_depth_auto["metrics"]["dist"]
-    assert m.get("minedraft:requests_by_drafts", 0) > 0, m
+def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_default):
+    """The distribution test above with MineDraft's default beside greedy requests: each request verified the
+    drafts its own acceptance pays for (policy/paying_drafts.py), so drafts of the sampled requests (their first
+    accepted about a quarter of the time) were cut short, counted per request, and the greedy requests' mostly
+    were not."""
+    m, cuts = minedraft_default["metrics"]["dist"], minedraft_default["cuts"]
+    assert m.get("minedraft:drafts_trimmed", 0) > 0 and m.get("minedraft:requests_trimmed", 0) > 0, m
+    sampled, carriers = cuts["sampled"], cuts["carriers"]
+    assert carriers[0] == N_CARRIERS and sampled[1] >= 20, cuts  # sampled requests verified with drafts cut
+    assert sampled[3] / sampled[2] > 2 * carriers[3] / carriers[2], cuts  # steps cut, of steps with drafts
+
+
+def test_the_greedy_requests_beside_the_sampled_ones_are_the_target_alone_s(target, minedraft_default):
+    diff = differences(minedraft_default["phases"]["carriers"], target["phases"]["carriers"])
+    assert not diff, "; ".join(diff)
 
 
 def acceptance(result: dict, phase: str) -> float:

@@ -65,12 +65,19 @@ def test_every_mode_is_exact(method_runs):
 
 
 def test_parallel_steps_draft_as_stock_sd_does(method_runs):
+    """Every pinned run (in the target's worker; PARD and DFlash in the process drafter too) ran parallel steps
+    and accepted drafts as stock SD did; PARD's draft drafts one token a forward in its own engine, so there
+    it accepts some."""
     name, _, runs = method_runs
-    stock, pinned = runs["stock_sd"]["metrics"], runs["minedraft_parallel"]["metrics"]
-    assert pinned["minedraft:parallel_steps"] > 0 and pinned["minedraft:draft_only_requests"] > 0, pinned
+    stock = runs["stock_sd"]["metrics"]
     accepted = "vllm:spec_decode_num_accepted_tokens"
     assert stock[accepted] > 0, f"{name}: the kit's checkpoint accepted nothing under stock SD"
-    assert pinned[accepted] >= ACCEPTED_SHARE * stock[accepted], (name, pinned[accepted], stock[accepted])
+    pinned = {mode: result["metrics"] for mode, result in runs.items() if mode.startswith("minedraft_parallel")}
+    assert len(pinned) == 1 + (name in PROCESS_DRAFTER_RUN), pinned.keys()
+    for mode, m in pinned.items():
+        assert m["minedraft:parallel_steps"] > 0 and m["minedraft:draft_only_requests"] > 0, (mode, m)
+        share = 0.0 if (name, mode) == ("pard", "minedraft_parallel_process") else ACCEPTED_SHARE
+        assert m[accepted] > 0 and m[accepted] >= share * stock[accepted], (name, mode, m[accepted], stock[accepted])
 
 
 def test_the_depth_controller_moves_where_it_chooses(method_runs):
@@ -83,16 +90,3 @@ def test_the_depth_controller_moves_where_it_chooses(method_runs):
     if "minedraft_auto_verified_depth" in runs:
         verified = steps_by_depth(runs["minedraft_auto_verified_depth"]["metrics"])
         assert len(verified) >= 2, (name, verified)
-
-
-def test_a_draft_model_style_method_drafts_in_the_process_drafter(method_runs):
-    name, _, runs = method_runs
-    if "minedraft_parallel_process" not in runs:
-        pytest.skip(f"{name} drafts with the target's own layers or heads, or runs no model: it stays in-process")
-    m, stock = runs["minedraft_parallel_process"]["metrics"], runs["stock_sd"]["metrics"]
-    accepted = "vllm:spec_decode_num_accepted_tokens"
-    assert m["minedraft:parallel_steps"] > 0, m
-    if name == "dflash":  # drafts the same as in the target's worker; PARD drafts one token a forward there
-        assert m[accepted] >= ACCEPTED_SHARE * stock[accepted], (name, m[accepted], stock[accepted])
-    else:
-        assert m[accepted] > 0, m

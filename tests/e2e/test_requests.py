@@ -69,6 +69,15 @@ def test_requests_that_limit_their_drafts_keep_their_tokens_and_a_bad_limit_fail
     assert "outputs" in r["engine_still_serves"]
 
 
+def test_each_request_verifies_at_most_the_drafts_it_asked_for(minedraft):
+    """Counted per request (tests/e2e/policy_hooks.py): the request limited to 0 held drafts and verified none,
+    the one limited to 1 verified one a step at most, the two others verified up to K = 3."""
+    off, one, free, other = minedraft["per_request"]["speculation_limits"]
+    assert off[0] > 0 and off[1] == off[0] and off[2] == 0, off  # [steps with drafts, steps cut, verified, most]
+    assert one[2] > 0 and one[3] == 1, one
+    assert free[3] == other[3] == 3 and free[1] == other[1] == 0, (free, other)
+
+
 def test_requests_past_the_speculative_max_model_len_verify_no_drafts_and_keep_their_tokens(stock, minedraft):
     """The speculative config's max_model_len, which vLLM's V1 scheduler accepts and ignores: the two
     prompts past it verify no drafts (each counted once, when it passes), the two short ones speculate;

@@ -3,7 +3,7 @@
 Two real servers on 127.0.0.1, one after the other so they do not compete for
 the CPU: first the target alone, whose greedy answers are recorded and which
 is then stopped; then the target with the perturbed draft model, k = 3 and
-``--scheduler-cls minedraft`` (``MINEDRAFT_MODE=parallel``), which must give
+``--scheduler-cls minedraft`` pinned to parallel steps (``--additional-config``), which must give
 exactly the same answers to the same concurrent completions and chat
 completions, export its ``minedraft:*`` metrics on ``/metrics`` and survive
 streaming clients that disconnect mid-stream.
@@ -152,8 +152,9 @@ def assert_same_answers(got: dict, want: dict) -> None:
         assert not mismatched, (kind, [(i, got[kind][i], want[kind][i]) for i in mismatched])
 
 
-def stream_and_hang_up(server: Server, prompt, chunks: int = STREAM_CHUNKS_READ) -> int:
-    """Start a streaming completion, read ``chunks`` token chunks, close the socket mid-stream."""
+def stream_and_hang_up(server: Server, prompt, chunks: int = STREAM_CHUNKS_READ, while_streaming=None) -> int:
+    """Start a streaming completion, read ``chunks`` token chunks (then call ``while_streaming``, where given:
+    the request is still decoding), close the socket mid-stream."""
     body = json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": STREAM_MAX_TOKENS,
                        "temperature": 0, "ignore_eos": True, "stream": True})
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT_S)
@@ -169,6 +170,8 @@ def stream_and_hang_up(server: Server, prompt, chunks: int = STREAM_CHUNKS_READ)
             if line.startswith(b"data: ") and line != b"data: [DONE]":
                 json.loads(line[len(b"data: "):])
                 seen += 1
+        if while_streaming is not None:
+            while_streaming()
         return seen
     finally:
         if conn.sock is not None:
@@ -252,8 +255,17 @@ def test_metrics_endpoint_exports_minedraft_metrics(minedraft_server, minedraft_
     assert m["minedraft:parallel_steps_total"] > 0
     assert m["minedraft:verified_requests_total"] > 0
     assert m["minedraft:draft_only_requests_total"] > 0
-    assert m["minedraft:parallel_mode_allowed"] == 1
     assert m.get("vllm:spec_decode_num_accepted_tokens_total", 0) > 0
+
+
+def test_the_parallel_steps_gauge_reads_the_steps_that_run(minedraft_server, minedraft_answers):
+    """The gauge ``minedraft:parallel_mode_allowed`` says whether the last step that ran could run in parallel:
+    read while a stream decodes (a defined point: the engine's schedule() after a batch's last request runs
+    no step and is not one), this server, pinned to parallel steps, reads 1."""
+    seen = {}
+    assert stream_and_hang_up(minedraft_server, PROBE["prompt"], chunks=8,
+                              while_streaming=lambda: seen.update(minedraft_server.metrics())) == 8
+    assert seen["minedraft:parallel_mode_allowed"] == 1, {k: v for k, v in seen.items() if "minedraft" in k}
 
 
 def test_stats_log_line(minedraft_server, minedraft_answers):

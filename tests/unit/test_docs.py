@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from minedraft.config.environment import markdown_table
+from minedraft.policy import tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -124,6 +125,17 @@ def test_readme_environment_table_is_the_generated_one():
         "README's environment table differs from minedraft/config/environment.py: paste the output of "
         "`python -c \"from minedraft.config.environment import markdown_table; print(markdown_table())\"` "
         "between the environment:begin/end markers")
+
+
+def test_the_policy_s_constants_table_is_the_generated_one():
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    begin, end = "<!-- tuning:begin -->", "<!-- tuning:end -->"
+    assert text.count(begin) == 1 and text.count(end) == 1, "benchmarks/README.md: tuning markers"
+    section = text.split(begin, 1)[1].split(end, 1)[0].strip()
+    assert section == tuning.markdown_table(), (
+        "benchmarks/README.md's constants table differs from minedraft/policy/tuning.py: paste the output of "
+        "`python -c \"from minedraft.policy.tuning import markdown_table; print(markdown_table())\"` "
+        "between the tuning:begin/end markers")
 
 
 @pytest.mark.parametrize("doc", DOCS)

@@ -212,13 +212,13 @@ def test_speculative_configs_and_targets(ckpts, kit):
 def test_second_build_is_a_marker_hit_without_torch(ckpts, root):
     before = {n: os.stat(os.path.join(getattr(ckpts, n), cache.MARKER)).st_mtime_ns for n in CHECKPOINTS}
     code = (
-        "import sys, time; t = time.monotonic();"
+        "import sys;"
         "from modelkit.method_checkpoints import build_method_checkpoints as b; c = b(sys.argv[1]);"
-        "print(time.monotonic() - t, 'torch' in sys.modules, c.dflash)"
+        "print('torch' in sys.modules, c.dflash)"
     )
     out = subprocess.run([sys.executable, "-c", code, root], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert float(out[0]) < 1.0 and out[1] == "False" and out[2] == ckpts.dflash
+    assert out == ["False", ckpts.dflash]
     assert build_method_checkpoints(root) == ckpts
     after = {n: os.stat(os.path.join(getattr(ckpts, n), cache.MARKER)).st_mtime_ns for n in CHECKPOINTS}
     assert after == before

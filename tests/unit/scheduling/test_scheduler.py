@@ -21,6 +21,12 @@ from minedraft.policy.tuning import TUNING
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
+@pytest.fixture(autouse=True)
+def parallel_steps_pinned(monkeypatch):
+    """The two groups are what these tests are about: MINEDRAFT_MODE=parallel unless a test sets its own."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "parallel")
+
+
 def _decodes(sched):
     return {r.request_id for r in sched.running if not r.is_prefill_chunk}
 
