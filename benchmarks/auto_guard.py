@@ -84,7 +84,7 @@ def summarize(samples: list[dict]) -> list[dict]:
                      "stock_sd_tok_s": round(statistics.median(rate[(i, "stock_sd")] for i in pairs), 1),
                      "minedraft_auto_tok_s": round(statistics.median(rate[(i, "minedraft_auto")] for i in pairs), 1),
                      "parallel_steps": int(sum(s["counters"]["minedraft:parallel_steps"] for s in auto)),
-                     "probe_steps": int(sum(s["counters"]["minedraft:probe_steps"] for s in auto))})
+                     "parallel_trial_steps": int(sum(sweep.trial_steps(s["counters"]) for s in auto))})
     return rows
 
 
@@ -107,8 +107,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         out.append("")
     out.append(f"{len(rows)} configurations: median {statistics.median(ratios):.2f}x, range "
                f"{min(ratios):.2f}x-{max(ratios):.2f}x; {len(below)} below {MARGIN}; auto ran "
-               f"{sum(r['parallel_steps'] for r in rows)} parallel and {sum(r['probe_steps'] for r in rows)} "
-               "probe steps.")
+               f"{sum(r['parallel_steps'] for r in rows)} parallel steps, "
+               f"{sum(r.get('parallel_trial_steps', r.get('probe_steps', 0)) for r in rows)} of them trials.")
     return "\n".join(out) + "\n"
 
 

@@ -133,7 +133,7 @@ def summarize(samples: list[dict], concurrency: list[int]) -> list[dict]:
                 runs = by.get((draft, k, mode, n), [])
                 row[f"{mode}_tok_s"] = round(statistics.median(s["tok_s"] for s in runs), 1) if runs else None
                 if runs and mode.startswith("minedraft"):
-                    for counter in ("parallel_steps", "probe_steps", "late_drafts"):
+                    for counter in ("parallel_steps", "parallel_trial_steps", "late_drafts"):
                         row[f"{mode}_{counter}"] = int(sum(s["counters"].get(f"minedraft:{counter}", 0)
                                                            for s in runs))
             repeats = sorted({s["repeat"] for s in samples})

@@ -41,7 +41,7 @@ def measure(method: str, k: int, concurrency: list[int]) -> dict[int, float]:
     from vllm.engine.arg_utils import EngineArgs
 
     from minedraft.process_drafter.frontend import draft_engine_kwargs
-    from minedraft.config.placement import DrafterDevice
+    from minedraft.config.drafter_device import DrafterDevice
     from minedraft.process_drafter.draft_engine.sessions import DraftSessions
     from modelkit import build_kit
 

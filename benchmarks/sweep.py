@@ -127,7 +127,7 @@ def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: fl
 
 
 COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
-            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:probe_steps", "minedraft:late_drafts",
+            "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:parallel_trial_steps", "minedraft:late_drafts",
             "minedraft:drafts_trimmed", "minedraft:first_measurements")
 
 
@@ -625,7 +625,7 @@ def make_row(comparison, mode, target, draft, k, at, total, samples, device, bas
            "parallel_step_fraction": parallel_fraction(samples) if mode in MINEDRAFT_MODE_OF else None}
     if mode in MINEDRAFT_MODE_OF:
         row["minedraft_mode"] = MINEDRAFT_MODE_OF[mode]
-        row["probe_steps"] = int(sum(s["counters"].get("minedraft:probe_steps", 0) for s in samples))
+        row["parallel_trial_steps"] = int(sum(trial_steps(s["counters"]) for s in samples))
         row["steps_by_depth"] = steps_by_depth(samples)
         row.update(paired_ratio(samples, stock))
     if base and mode != "no_sd":
@@ -646,6 +646,11 @@ def steps_by_depth(samples: list[dict]) -> dict[str, int]:
         for depth, n in sample_steps_by_depth(sample["counters"]).items():
             steps[depth] = steps.get(depth, 0) + n
     return {str(depth): n for depth, n in sorted(steps.items())}
+
+
+def trial_steps(counters: dict) -> float:
+    """Steps auto allowed parallel mode only to measure it (``minedraft:probe_steps`` in runs before 2026-12-02)."""
+    return counters.get("minedraft:parallel_trial_steps", counters.get("minedraft:probe_steps", 0))
 
 
 def parallel_fraction(samples: list[dict]) -> float | None:

@@ -3,8 +3,8 @@
 Target alone, stock vLLM speculative decoding, MineDraft pinned to parallel
 mode (every balanced step overlaps drafting with verification) and MineDraft
 in its default ``auto`` mode (each step's speculation depth chosen from measured
-goodput, 0 turning speculation off; plain SD unless parallel steps are measured
-to win, which here its prior rules out) run the same 48 mixed requests through
+goodput, 0 turning speculation off; plain SD, for its drafter shares the
+target's cores here) run the same 48 mixed requests through
 real vLLM engines on this machine. The four engines are up at once, side by
 side, and take turns: cold is each engine's first run of the requests, warm
 the median of ``WARM_ROUNDS`` more, in an order that rotates from round to
@@ -143,9 +143,8 @@ def main() -> None:
     print(f"auto chose its speculation depth per load ({describe_depths(m)}; k'=0: speculation off, the draft\n"
           "model idle). This draft is as large as the target, so no depth can beat speculation off whatever\n"
           "it accepts (RFC §2.5): auto runs every step at depth 0 and measures nothing. It ran "
-          f"{int(m.get('minedraft:parallel_steps', 0))} parallel steps\n"
-          f"({int(m.get('minedraft:probe_steps', 0))} probe steps allowed): both lanes share this machine's "
-          "cores, so parallel steps\ncannot win at equal concurrency (README, performance model).")
+          f"{int(m.get('minedraft:parallel_steps', 0))} parallel steps: both lanes share this machine's cores, so\n"
+          "parallel steps cannot win at equal concurrency (README, performance model).")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ At the bottom of the package's layers: it imports vLLM's types only.
 Where drafts come from is a draft source, chosen once when the runner is built; two, behind the
 same methods:
 
-* :class:`~minedraft.worker.in_process.source.InProcessDraftSource`: vLLM's
+* :class:`~minedraft.worker.in_process.in_process_source.InProcessDraftSource`: vLLM's
   proposer in this worker. A deferred call is captured with copies of its
   inputs and replayed next step on an execution lane (thread, CUDA stream or
   inline, ``worker/in_process/lanes.py``).
-* :class:`~minedraft.process_drafter.target.source.ProcessDrafterSource`: the draft
+* :class:`~minedraft.process_drafter.target.process_source.ProcessDrafterSource`: the draft
   model as its own engine in a process of its own (minedraft/process_drafter/).
   A job is sent to that process and its reply collected with a bound.
 

@@ -20,7 +20,7 @@ from typing import Any
 from minedraft.config.environment import ENGINE_SETTINGS, get
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.modes import RUNTIME_MODES
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 
 CONFIG_KEY = "minedraft"  # the key under vLLM's additional_config
 LANES = ("overlap", "serial")

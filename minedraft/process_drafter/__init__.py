@@ -33,7 +33,7 @@ A DFlash draft's context is the target's hidden states, not tokens:
   ``draft_engine/context_blocks.py`` (per request, full blocks shared by token prefix).
 
 In the target's worker the process drafter is a draft source
-(``target/source.py``) behind the same interface as the
+(``target/process_source.py``) behind the same interface as the
 in-process drafter, so MineDraft's usual two-batch pipeline
 (scheduling/scheduler.py, worker/runner_mixin.py) runs unchanged: in a
 parallel step the job of the group verified last step is sent when the step

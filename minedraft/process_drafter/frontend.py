@@ -16,7 +16,7 @@ from typing import Any
 from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.methods import DEFAULT_METHOD, method_named
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.log import get_logger
 from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
 

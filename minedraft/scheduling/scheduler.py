@@ -138,7 +138,7 @@ class MineDraftScheduler(Scheduler):
         ran, self._ran = self._ran, None
         if ran is not None:  # timed to this schedule(): the engine joins the draft lane in its post-step
             self.speculation.observe(ran.result if ran.started is None
-                                else dataclasses.replace(ran.result, seconds=started - ran.started))
+                                     else dataclasses.replace(ran.result, seconds=started - ran.started))
         decoding = [r for r in self.running if not r.is_prefill_chunk]
         held = self._held_if_parallel(decoding)
         plan = self.speculation.plan(self._view(decoding, held))

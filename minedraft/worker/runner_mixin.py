@@ -55,7 +55,7 @@ from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import DraftSource, LanePlanError, MineDraftSchedulerOutput, ProposeCall, merge_drafts
 from minedraft.log import get_logger
 from minedraft.process_drafter.target.proposer import ProcessDrafterProposer
-from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource
+from minedraft.process_drafter.target.process_source import NoDraftSource, ProcessDrafterSource
 from minedraft.process_drafter.target.step_context import step_context
 from minedraft.rank import tensor_parallel_rank
 from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
@@ -63,7 +63,7 @@ from minedraft.worker.in_process.draft_job import placeholder_drafts
 from minedraft.worker.in_process.draft_probs import DraftProbs
 from minedraft.worker.in_process.job_watchdog import JobWatchdog
 from minedraft.worker.in_process.lanes import Lane
-from minedraft.worker.in_process.source import InProcessDraftSource
+from minedraft.worker.in_process.in_process_source import InProcessDraftSource
 from minedraft.worker.plain_sampling import samples_as_target_alone
 from minedraft.worker.step_profile import StepProfiler
 from minedraft.worker.suffix_batch import with_batch_view

@@ -14,7 +14,7 @@ import pytest
 import torch
 from vllm.engine.arg_utils import EngineArgs
 
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 from minedraft.process_drafter.target.client import ProcessDrafterClient

@@ -15,7 +15,7 @@ import random
 import pytest
 from vllm.engine.arg_utils import EngineArgs
 
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 from minedraft.process_drafter.history import SentHistories
 from minedraft.process_drafter.target.client import ProcessDrafterClient

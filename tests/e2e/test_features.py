@@ -536,11 +536,12 @@ def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_defaul
     """The distribution test above with MineDraft's default beside greedy requests: each request verified the
     drafts its own acceptance pays for (policy/paying_drafts.py), so drafts of the sampled requests (their first
     accepted about a quarter of the time) were cut short, counted per request, and the greedy requests' mostly
-    were not."""
+    were not. Relative bounds: which sampled requests hold drafts at all follows the target's float outputs,
+    which differ between CPUs (12 held drafts on a 2-core AVX2 machine, more on an AVX-512 one)."""
     m, cuts = minedraft_default["metrics"]["dist"], minedraft_default["cuts"]
     assert m.get("minedraft:drafts_trimmed", 0) > 0 and m.get("minedraft:requests_trimmed", 0) > 0, m
     sampled, carriers = cuts["sampled"], cuts["carriers"]
-    assert carriers[0] == N_CARRIERS and sampled[1] >= 20, cuts  # sampled requests verified with drafts cut
+    assert carriers[0] == N_CARRIERS and sampled[1] >= max(4, sampled[0] // 3), cuts  # sampled ones cut
     assert sampled[3] / sampled[2] > 2 * carriers[3] / carriers[2], cuts  # steps cut, of steps with drafts
 
 

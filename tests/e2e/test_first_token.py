@@ -218,7 +218,7 @@ def test_vllm_s_order_drafts_before_the_first_token(runs):
 
 
 def test_drafting_after_the_outputs_makes_the_drafts_vllm_s_order_makes(runs):
-    """A held call is not copied (in_process/source.py ``hold``): it reads the runner's buffers after the
+    """A held call is not copied (in_process/in_process_source.py ``hold``): it reads the runner's buffers after the
     step's outputs, before the next step rewrites them. Its drafts are the ones the same call makes
     inside sampling, row for row."""
     early, vllm_order = runs["early_overlap"]["drafts"], runs["after_drafts"]["drafts"]

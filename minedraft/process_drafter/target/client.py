@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.log import get_logger
 from minedraft.process_drafter.protocol import ChildPipe
 

@@ -3,7 +3,7 @@
 vLLM builds it through its ``custom_class`` speculative method (the front end
 puts it there, see frontend.py) and calls ``load_model`` (start the draft
 engine) and ``propose``. MineDraft's model runner reaches it through its draft
-source instead (minedraft/process_drafter/target/source.py), because a job needs the
+source instead (minedraft/process_drafter/target/process_source.py), because a job needs the
 requests' ids, which vLLM's proposer interface does not pass:
 :meth:`ProcessDrafterProposer.prepare` makes a job that keeps only the tokens
 each request gained since its last job, so it costs nothing to hold it until
@@ -20,7 +20,7 @@ the next job carries through shared memory.
 Under tensor parallelism only the target's rank 0 starts and talks to the draft
 engine (``drives_engine``): vLLM's executor takes a step's drafts from that rank
 alone (its output rank), and every rank verifies the drafts the scheduler then
-sends it, so the other ranks draft nothing (process_drafter/target/source.py).
+sends it, so the other ranks draft nothing (process_drafter/target/process_source.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minedraft.config.methods import method_of_engine
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds
 from minedraft.lifetime import end_with_vllm_parent

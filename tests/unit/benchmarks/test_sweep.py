@@ -7,7 +7,7 @@ from benchmarks import sweep
 
 
 COUNTERS = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_accepted_tokens": 12,
-            "minedraft:parallel_steps": 0, "minedraft:fallback_steps": 40, "minedraft:probe_steps": 0}
+            "minedraft:parallel_steps": 0, "minedraft:fallback_steps": 40, "minedraft:parallel_trial_steps": 0}
 
 
 def sample(mode: str, k: int | None, tok_s: float, depths: dict[int, int] | None = None, repeat: int = 0) -> dict:

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 from minedraft.process_drafter.target.client import ProcessDrafterClient, ProcessDrafterStartError
 
 FAKE_ENGINE = textwrap.dedent("""

@@ -1,4 +1,4 @@
-"""minedraft/process_drafter/target/source.py: the process drafter behind the draft source interface."""
+"""minedraft/process_drafter/target/process_source.py: the process drafter behind the draft source interface."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
 from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCall
-from minedraft.process_drafter.target.source import ProcessDrafterSource
+from minedraft.process_drafter.target.process_source import ProcessDrafterSource
 
 
 def _call(histories: dict[str, list[int]], sampled: list[list[int]], depth: int = 3) -> ProposeCall:

@@ -511,3 +511,15 @@ def test_a_depth_zero_step_reserves_no_kv_slots_for_drafts(model_dir, monkeypatc
     out = sched.schedule()
     assert out.num_spec_tokens_to_schedule == (3 if can_speculate else 0)
     assert len(sched.kv_cache_manager.get_block_ids("r0")[0]) == blocks
+
+
+def test_the_engine_s_call_after_a_batch_s_last_request_is_not_a_step(model_dir):
+    """vLLM's engine core calls schedule() once more after the last request of a batch finished, to tell the
+    workers; it schedules nothing and is not a step: the counters and the gauges keep the last step that ran."""
+    sched, worker = prefilled(model_dir, MineDraftScheduler, 2, 20, 6)
+    while sched.has_unfinished_requests():
+        worker.step(sched, sched.schedule())
+    before = (sched.minedraft_totals.to_payload(), sched.minedraft_stats.to_payload())
+    out = sched.schedule()
+    assert not out.num_scheduled_tokens and out.finished_req_ids  # the call tells the workers, runs nothing
+    assert (sched.minedraft_totals.to_payload(), sched.minedraft_stats.to_payload()) == before

@@ -13,7 +13,7 @@ from fake_cuda import fake_cuda_lane
 from minedraft.contract import ProposeCall
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 from minedraft.worker.in_process.lanes import InlineLane
-from minedraft.worker.in_process.source import InProcessDraftSource
+from minedraft.worker.in_process.in_process_source import InProcessDraftSource
 
 
 def test_gpu_runner_lanes(monkeypatch):

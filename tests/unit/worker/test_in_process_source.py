@@ -1,4 +1,4 @@
-"""minedraft/worker/in_process/source.py: vLLM's proposer in the worker, deferred calls replayed on a lane."""
+"""minedraft/worker/in_process/in_process_source.py: vLLM's proposer in the worker, deferred calls replayed on a lane."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from minedraft.contract import DraftLaneError, MineDraftDraftTokenIds, ProposeCa
 from minedraft.worker.in_process.draft_probs import DraftProbs
 from minedraft.worker.in_process.job_watchdog import JobWatchdog
 from minedraft.worker.in_process.lanes import InlineLane, Lane
-from minedraft.worker.in_process.source import InProcessDraftSource
+from minedraft.worker.in_process.in_process_source import InProcessDraftSource
 
 
 class RecordingLane(Lane):
@@ -94,7 +94,7 @@ def test_a_call_too_large_to_copy_drafts_at_capture(caplog):
     source.defer(_call(["a"], torch.tensor([[4]])))  # 8 bytes: captured
     source.start(["a"])
     del log[:]
-    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.source"):
+    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.in_process_source"):
         source.defer(_call(["b", "c"], torch.tensor([[10], [20]])))  # 16 bytes: drafted now
     assert log[:3] == ["lane: join", "propose [10, 20]", "hook: captured"]
     source.collect()  # "a"'s job, joined while drafting now
@@ -102,7 +102,7 @@ def test_a_call_too_large_to_copy_drafts_at_capture(caplog):
     source.start(["b", "c"])
     assert "propose" not in " ".join(log)  # the job only hands the drafts over
     assert source.collect() == MineDraftDraftTokenIds(["b", "c"], [[11, 12], [21, 22]])
-    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.source"):
+    with caplog.at_level(logging.INFO, logger="vllm.minedraft.worker.in_process.in_process_source"):
         source.defer(_call(["d", "e"], torch.tensor([[1], [2]])))
     lines = [r.getMessage() for r in caplog.records if "would copy" in r.getMessage()]
     assert len(lines) == 1 and lines[0].endswith("steps like it draft inline.")  # once, not per step

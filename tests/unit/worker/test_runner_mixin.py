@@ -17,12 +17,12 @@ from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.process_drafter.target.source import NoDraftSource, ProcessDrafterSource
+from minedraft.process_drafter.target.process_source import NoDraftSource, ProcessDrafterSource
 from minedraft.worker.cpu_model_runner import MineDraftCPUModelRunner
 from minedraft.worker.gpu_model_runner import MineDraftGPUModelRunner
 from minedraft.worker.in_process.draft_job import DraftJob, as_lists
 from minedraft.worker.in_process.lanes import InlineLane
-from minedraft.worker.in_process.source import InProcessDraftSource
+from minedraft.worker.in_process.in_process_source import InProcessDraftSource
 from minedraft.worker.runner_mixin import LanePlanError, MineDraftRunnerMixin
 
 

@@ -1,11 +1,11 @@
-"""The process drafter's device strings (minedraft/config/placement.py): parsed, bound to cores or GPUs."""
+"""The process drafter's device strings (minedraft/config/drafter_device.py): parsed, bound to cores or GPUs."""
 
 from __future__ import annotations
 
 import pytest
 
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.config.placement import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice
 
 
 @pytest.mark.parametrize(("text", "kind", "indices", "tp"), [
