@@ -47,7 +47,7 @@ demo: setup
 
 # Every tier, as CI runs it. Benchmarks run once here (--benchmark-disable) so they keep working.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable tests benchmarks
+	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable --durations=20 tests benchmarks
 
 # The tiers, fastest first (markers set by folder in tests/conftest.py; `pytest -m` works too).
 # No vLLM engine, about 1 min; starting an engine fails the test (tests/unit/engine_guard.py).
