@@ -241,14 +241,16 @@ def run_sync(spec: dict) -> dict:
         if name in spec["workloads"]:
             prompts = [p for p in dist_prompts() for _ in range(DIST_REQUESTS)]
             base = SEED_BASES[mode, name]
-            phase(name, prompts + carried,
-                  [SamplingParams(temperature=temperature, n=DIST_N, seed=base + DIST_N * i,
-                                  max_tokens=DIST_MAX_TOKENS, ignore_eos=True) for i in range(len(prompts))]
-                  + [SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS)] * len(carried))
+            # The carriers first: they hold 4 of the 16 slots from the phase's start, so the sampled
+            # requests stream through the others beside them (behind them, only the last few would).
+            phase(name, carried + prompts,
+                  [SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS)] * len(carried)
+                  + [SamplingParams(temperature=temperature, n=DIST_N, seed=base + DIST_N * i,
+                                    max_tokens=DIST_MAX_TOKENS, ignore_eos=True) for i in range(len(prompts))])
             if carried:
                 rows, ids = result["phases"][name], result["request_ids"][name]
-                result["phases"][name], result["phases"]["carriers"] = rows[:len(prompts)], rows[len(prompts):]
-                result["cuts"] = cuts_by_kind(record, ids, set(ids[len(prompts):]))
+                result["phases"]["carriers"], result["phases"][name] = rows[:len(carried)], rows[len(carried):]
+                result["cuts"] = cuts_by_kind(record, ids, set(ids[:len(carried)]))
     if "carriers" in spec["workloads"]:
         phase("carriers", greedy_carriers(), SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS))
     if "abort_ref" in spec["workloads"]:
@@ -536,12 +538,12 @@ def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_defaul
     """The distribution test above with MineDraft's default beside greedy requests: each request verified the
     drafts its own acceptance pays for (policy/paying_drafts.py), so drafts of the sampled requests (their first
     accepted about a quarter of the time) were cut short, counted per request, and the greedy requests' mostly
-    were not. Relative bounds: which sampled requests hold drafts at all follows the target's float outputs,
-    which differ between CPUs (12 held drafts on a 2-core AVX2 machine, more on an AVX-512 one)."""
+    were not."""
     m, cuts = minedraft_default["metrics"]["dist"], minedraft_default["cuts"]
     assert m.get("minedraft:drafts_trimmed", 0) > 0 and m.get("minedraft:requests_trimmed", 0) > 0, m
     sampled, carriers = cuts["sampled"], cuts["carriers"]
-    assert carriers[0] == N_CARRIERS and sampled[1] >= max(4, sampled[0] // 3), cuts  # sampled ones cut
+    assert carriers[0] == N_CARRIERS and sampled[0] >= DIST_PROMPTS * DIST_REQUESTS // 2, cuts  # beside carriers
+    assert sampled[1] >= sampled[0] // 2, cuts  # most sampled requests verified with drafts cut
     assert sampled[3] / sampled[2] > 2 * carriers[3] / carriers[2], cuts  # steps cut, of steps with drafts
 
 
