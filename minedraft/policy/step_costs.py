@@ -11,7 +11,10 @@ A step's time is modelled as linear in what it computes:
 * ``c + e * num_reqs``: one draft forward (a draft model runs ``depth`` of them; a drafter that drafts
   in one forward or runs no model has ``c = e = 0`` once measured);
 * ``u``: a token the drafter runs over besides the requests' own: one it catches up on after skipping it
-  at depth 0 (worker/in_process/draft_catch_up.py), or a prompt token (the draft's prefill).
+  at depth 0 (worker/in_process/draft_catch_up.py), or a prompt token (the draft's prefill). The drafter
+  computes such tokens as the target computes a prompt, many in one forward, so it is priced from the
+  target's prompt tokens (below), not its decode tokens: on the real pair a catch-up of 546 tokens took
+  0.85 s where the decode token's price predicted 0.05 s, and re-checks ran at five times their budget.
 
 It predicts decode steps and is fitted on them only: a step that computes prompt tokens is compute-bound
 where a decode step on a CPU is memory-bound, and no linear term shared with decode steps fits both.
@@ -20,8 +23,9 @@ Steps are kept as sufficient statistics in cells by (batch bucket, depth), each 
 steps (``cost_memory``); every prediction solves a least-squares fit weighted towards the load asked
 about (``neighbour_weight`` per bucket away). Where steps cannot tell the terms apart, soft priors decide,
 each weighing ``cost_prior_steps`` steps: a draft forward costs ``draft_cost`` of a target step of the
-same requests, a caught-up token ``draft_cost`` of a target token, and ``s`` is 0 (weighing a tenth as
-much). No term is negative, and predictions never fall with depth. The fits are solved again once
+same requests, a caught-up token ``draft_cost`` of a target prompt token (what steps at depth 0 that
+compute prompts measured it at beyond their decode part; until one ran, of a decode token), and ``s`` is 0
+(weighing a tenth as much). No term is negative, and predictions never fall with depth. The fits are solved again once
 ``refit_s`` of steps were observed (or a cell is new or still forming). Pure Python and NumPy, no clock.
 """
 
@@ -56,21 +60,29 @@ class StepCosts:
     _times: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # seconds(), until the next refit
     _unfitted_s: float = 0.0  # the seconds of the steps observed since the fits were solved
     _unfolded: list[tuple[int, tuple[float, ...], float]] = field(default_factory=list)  # (row, x, seconds)
-    _priors: tuple[np.ndarray, np.ndarray] = field(init=False)  # the soft priors, per step and per request
+    # The target's seconds per prompt token beyond a decode step's: discounted sums over the steps at depth 0
+    # that computed prompts (a step at a depth > 0 holds the draft's prefill of them too).
+    prompt_seconds: float = 0.0
+    prompt_tokens: float = 0.0
+    _priors: tuple[np.ndarray, ...] = field(init=False)  # the soft priors' Gram matrices (see __post_init__)
 
     def __post_init__(self) -> None:
         # Rows that should be zero: s and c - r*a, and (per request, so scaled by num_reqs in _solve)
-        # e - r*w and u - r*w, r the draft's cost. s's prior weighs a tenth as much: one step at depth 0
-        # must be able to override it.
+        # e - r*w and u - r*w, r the draft's cost; once a prompt token's price p is measured, u - r*p
+        # instead (_solve). s's prior weighs a tenth as much: one step at depth 0 must be able to override it.
         r = self.draft_cost
         step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
         rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
-        self._priors = (step.T @ step, rows.T @ rows)
+        priced = np.array([[0, -r, 0, 0, 1, 0], [0, 0, 0, 0, 0, 1.0]])
+        self._priors = (step.T @ step, rows.T @ rows, priced.T @ priced)
 
     def observe(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
                 prefill: int = 0) -> None:
-        """A finished step; ``prefill``: its prompt tokens, of ``tokens`` (such a step is not fitted)."""
+        """A finished step; ``prefill``: its prompt tokens, of ``tokens`` (such a step is not fitted; at depth 0
+        it prices a prompt token)."""
         if prefill:
+            if depth == 0:
+                self._observe_prompt(num_reqs, tokens, seconds, prefill)
             return
         x = features(num_reqs, depth, tokens, catch_up)
         bucket = batch_bucket(num_reqs)
@@ -90,6 +102,23 @@ class StepCosts:
         self._unfitted_s += seconds
         if not settled or self._unfitted_s >= self.tuning.refit_s:
             self.refit()
+
+    def _observe_prompt(self, num_reqs: int, tokens: int, seconds: float, prefill: int) -> None:
+        """A step at depth 0 that computed ``prefill`` prompt tokens: what it took beyond a decode step of its
+        other tokens prices a prompt token."""
+        beyond = seconds
+        if self.known:
+            a, w, *_ = self._fit(num_reqs)
+            beyond -= a + w * (tokens - prefill)
+        memory = self.tuning.cost_memory
+        self.prompt_seconds = memory * self.prompt_seconds + max(beyond, 0.0)
+        self.prompt_tokens = memory * self.prompt_tokens + prefill
+        self.refit()
+
+    @property
+    def prompt_token_seconds(self) -> float | None:
+        """The target's measured seconds per prompt token; None before a step at depth 0 computed one."""
+        return self.prompt_seconds / self.prompt_tokens if self.prompt_tokens > 0 else None
 
     def refit(self) -> None:
         """Solve the fits again when next asked (the steps observed since are folded in then)."""
@@ -169,8 +198,12 @@ class StepCosts:
         # step on a 2-core CPU (py-spy), a tenth of a small model's step.
         gram = (near[:, None, None] * self.grams).sum(axis=0)
         moment = (near[:, None] * self.moments).sum(axis=0)
-        per_step, per_request = self._priors  # each weighs as cost_prior_steps steps of num_reqs at depth 1
-        gram += self.tuning.cost_prior_steps * (per_step + max(num_reqs, 1) ** 2 * per_request)
+        per_step, per_request, priced = self._priors  # each weighs as cost_prior_steps steps of num_reqs at depth 1
+        scale = max(num_reqs, 1) ** 2
+        p = self.prompt_token_seconds
+        gram += self.tuning.cost_prior_steps * (per_step + scale * (per_request if p is None else priced))
+        if p is not None:  # u's row reads u = r*p: its target enters the moment
+            moment[5] += self.tuning.cost_prior_steps * scale * self.draft_cost * p
         gram += 1e-9 * max(float((near * self.weights).sum()), 1.0) * np.eye(FEATURES)  # solvable when empty
         return _non_negative(gram, moment)
 

@@ -1,5 +1,6 @@
-"""minedraft/policy/step_costs.py: steps folded in a batch are the steps added one by one, and the fits are
-solved again only once ``refit_s`` of steps were observed (or a cell is new or forming)."""
+"""minedraft/policy/step_costs.py: steps folded in a batch are the steps added one by one, the fits are
+solved again only once ``refit_s`` of steps were observed (or a cell is new or forming), and a caught-up
+token is priced as the target's prompt token where a step measured one."""
 
 from __future__ import annotations
 
@@ -61,3 +62,25 @@ def test_the_fits_are_solved_again_after_refit_s_of_steps(monkeypatch):
     costs.observe(8, 1, 16, 0.003)  # a cell not seen before: at once
     costs.seconds(8, 3)
     assert len(solves) == 5
+
+
+def test_a_caught_up_token_is_priced_as_a_prompt_token_once_a_prompt_was_computed_at_depth_0():
+    """The real pair (2026-12-02, EPYC, bf16): memory-bound decode steps (about 0.14 s at 2 and at 8
+    requests), a step of 8 prompts' 234 tokens 1.0 s at depth 0, and a re-check's catch-up of 546 tokens
+    0.85 s (a draft of a third of the target's weights). Priced as a decode token, that catch-up read
+    0.05 s, and the re-checks it paced ran at five times their share of time."""
+    costs = StepCosts(draft_cost=0.33)
+    for _ in range(4):
+        costs.observe(2, 0, 2, 0.141)
+        costs.observe(8, 0, 8, 0.144)
+        costs.observe(8, 1, 16, 0.27)
+    as_decode = costs.catch_up_seconds(8, 546)
+    assert costs.prompt_token_seconds is None
+    costs.observe(8, 1, 234, 1.4, catch_up=234, prefill=234)  # at depth 1 the draft's prefill is in it too
+    assert costs.prompt_token_seconds is None
+    costs.observe(8, 0, 234, 1.0, prefill=234)
+    price = costs.prompt_token_seconds
+    assert price == pytest.approx((1.0 - 0.14) / 226, rel=0.1)
+    assert costs.catch_up_seconds(8, 546) == pytest.approx(0.33 * price * 546, rel=0.1)
+    assert costs.catch_up_seconds(8, 546) != pytest.approx(as_decode, rel=0.1)
+    assert costs.seconds(8, 1) == pytest.approx([0.144, 0.27], rel=0.05)  # the decode steps' fit is kept
