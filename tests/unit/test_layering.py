@@ -21,7 +21,7 @@ ROOT = PACKAGE_DIR.parent
 LAYERS = (
     ("config", ("minedraft", "minedraft._version", "minedraft.log", "minedraft.registry", "minedraft.lifetime",
                 "minedraft.rank", "minedraft.config", "minedraft.contract")),
-    ("models", ("minedraft.policy", "minedraft.metrics")),
+    ("models", ("minedraft.policy", "minedraft.metrics", "minedraft.hybrid")),
     ("engine parts", ("minedraft.scheduling", "minedraft.process_drafter")),
     ("front end", ("minedraft.engine_arguments",)),
     ("patches", ("minedraft.monkeypatch",)),
