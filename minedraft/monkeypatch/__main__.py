@@ -1,4 +1,4 @@
-"""``python -m minedraft.monkeypatch --markdown``: print the README's patch section."""
+"""``python -m minedraft.monkeypatch --markdown``: print the patch section of patches/README.md."""
 
 from __future__ import annotations
 

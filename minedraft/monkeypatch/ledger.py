@@ -2,8 +2,8 @@
 
 One record per ``patch_<name>.py`` module of this package, in the
 vllm-ascend format: What (the attributes replaced), Why, How, the upstream
-diff and Related PR, and the Future plan (when the patch can go). The README's
-patch table is generated from it (``python -m minedraft.monkeypatch --markdown``)
+diff and Related PR, and the Future plan (when the patch can go). The patch
+table of patches/README.md is generated from it (``python -m minedraft.monkeypatch --markdown``)
 and a unit test keeps the two equal. Pure data: importing it imports no vLLM.
 """
 
@@ -173,7 +173,7 @@ def _upstream_cell(entry: LedgerEntry) -> str:
 
 
 def render_markdown() -> str:
-    """The README's patch section, markers included."""
+    """The patch section of patches/README.md, markers included."""
     lines = [
         MARKDOWN_BEGIN,
         "## Patches of vLLM (ledger: `minedraft/monkeypatch/ledger.py`)",

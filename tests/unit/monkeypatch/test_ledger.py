@@ -1,5 +1,5 @@
 """The ledger (minedraft/monkeypatch/ledger.py): one entry per patch module, its upstream diff,
-and the README table generated from it (``python -m minedraft.monkeypatch --markdown``).
+and the table of patches/README.md generated from it (``python -m minedraft.monkeypatch --markdown``).
 
 Each patch module ``minedraft/monkeypatch/patch_<name>.py`` has its test module here,
 ``test_patch_<name>.py``, with behaviour tests named ``test_patch_<name>_...``; a test
@@ -43,13 +43,14 @@ def test_every_upstream_diff_exists_and_is_listed_in_patches_readme():
             assert entry.upstream_diff in listed, entry.upstream_diff
 
 
-def test_readme_patch_table_is_the_one_generated_from_the_ledger():
-    readme = (ROOT / "README.md").read_text()
-    assert readme.count(MARKDOWN_BEGIN) == 1 and readme.count(MARKDOWN_END) == 1
-    assert section_in(readme) == render_markdown(), (
-        "README's patch table differs from the ledger: paste `python -m minedraft.monkeypatch --markdown` "
-        "between the patches:begin/end markers"
+def test_the_patch_table_is_the_one_generated_from_the_ledger():
+    listed = (ROOT / "patches" / "README.md").read_text()
+    assert listed.count(MARKDOWN_BEGIN) == 1 and listed.count(MARKDOWN_END) == 1
+    assert section_in(listed) == render_markdown(), (
+        "patches/README.md's patch table differs from the ledger: paste `python -m minedraft.monkeypatch "
+        "--markdown` between the patches:begin/end markers"
     )
+    assert "patches/README.md#patches-of-vllm" in (ROOT / "README.md").read_text()
 
 
 def test_markdown_command_prints_the_generated_section(capsys):
