@@ -239,8 +239,8 @@ def plot(summary: dict, path: Path) -> Path:
     loads = list(summary["steady"])
     for engine, style in (("no_sd", "k-o"), ("stock_sd_k1", "C0:^"), ("stock_sd_k2", "C0--s"),
                           ("stock_sd_k3", "C0-v"), ("vllm_depth_table", "C2-.d"), ("minedraft_auto", "C3-o")):
-        if engine not in summary["steady"][loads[0]]["tok_s"]:
-            continue  # a group not run
+        if not loads or engine not in summary["steady"][loads[0]]["tok_s"]:
+            continue  # the steady loads or the engine's group not run (--parts, --groups)
         left.plot([int(n) for n in loads], [summary["steady"][n]["tok_s"][engine] for n in loads], style, label=engine)
     left.set(xscale="log", xlabel="concurrent requests (code, greedy)", ylabel="output tok/s",
              title="steady loads")
