@@ -54,7 +54,8 @@ class SuffixDrafts:
                                          max_cached_requests=limits.max_cached_requests)
         self._fed: dict[str, int] = {}  # per request, its tokens its tree holds (prompt and output)
 
-    def draft(self, req_id: str, token_ids: np.ndarray, num_prompt_tokens: int, limit: int | None = None) -> SuffixDraft:
+    def draft(self, req_id: str, token_ids: np.ndarray, num_prompt_tokens: int,
+              limit: int | None = None) -> SuffixDraft:
         """The draft for request ``req_id`` whose tokens so far (prompt and output, none speculative) are
         ``token_ids``; ``limit``: at most this many tokens (else the source's depth)."""
         num_tokens = len(token_ids)

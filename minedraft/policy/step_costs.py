@@ -72,9 +72,10 @@ class StepCosts:
         # instead (_solve). s's prior weighs a tenth as much: one step at depth 0 must be able to override it.
         r = self.draft_cost
         step = np.array([[0, 0, 0.1 ** 0.5, 0, 0, 0], [-r, 0, 0, 1, 0, 0.0]])
-        rows = np.array([[0, -r, 0, 0, 1, 0], [0, -r, 0, 0, 0, 1.0]])
-        priced = np.array([[0, -r, 0, 0, 1, 0], [0, 0, 0, 0, 0, 1.0]])
-        self._priors = (step.T @ step, rows.T @ rows, priced.T @ priced)
+        draft_forward = np.array([[0, -r, 0, 0, 1, 0.0]])
+        catch_up = np.array([[0, -r, 0, 0, 0, 1.0]])  # u's row, priced as a decode token
+        priced = np.array([[0, 0, 0, 0, 0, 1.0]])  # u's row once a prompt token is priced (target: r*p)
+        self._priors = tuple(m.T @ m for m in (step, draft_forward, catch_up, priced))
 
     def observe(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
                 prefill: int = 0) -> None:
@@ -198,10 +199,12 @@ class StepCosts:
         # step on a 2-core CPU (py-spy), a tenth of a small model's step.
         gram = (near[:, None, None] * self.grams).sum(axis=0)
         moment = (near[:, None] * self.moments).sum(axis=0)
-        per_step, per_request, priced = self._priors  # each weighs as cost_prior_steps steps of num_reqs at depth 1
+        # Each prior weighs as cost_prior_steps steps of num_reqs at depth 1.
+        per_step, draft_forward, catch_up, priced = self._priors
         scale = max(num_reqs, 1) ** 2
         p = self.prompt_token_seconds
-        gram += self.tuning.cost_prior_steps * (per_step + scale * (per_request if p is None else priced))
+        per_request = draft_forward + (catch_up if p is None else priced)
+        gram += self.tuning.cost_prior_steps * (per_step + scale * per_request)
         if p is not None:  # u's row reads u = r*p: its target enters the moment
             moment[5] += self.tuning.cost_prior_steps * scale * self.draft_cost * p
         gram += 1e-9 * max(float((near * self.weights).sum()), 1.0) * np.eye(FEATURES)  # solvable when empty
