@@ -53,6 +53,9 @@ VARIABLES = (
     Variable("MINEDRAFT_FIRST_TOKEN", "first_token", "front end",
              "early (default: a prefill step's drafts are made after its tokens are sent; where the drafter "
              "catches up, every plain SD step's, skipped for a waiting request) or after_drafts (as vLLM)"),
+    Variable("MINEDRAFT_HYBRID", "hybrid", "front end",
+             'a second draft source beside the model drafter, as JSON: {"method": "suffix", '
+             '"num_speculative_tokens": 16} and vLLM\'s suffix_decoding_* fields (default: none)'),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
     Variable("MINEDRAFT_INJECT_FAULT", None, "tests' fault wrappers (worker, draft engine)",
              "comma-separated faults: draft_lane, draft_lane_stall, draft_lane_hang_rank1, drafter_stall, drafter_exit"),

@@ -13,12 +13,14 @@ environment again.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from minedraft.config.environment import ENGINE_SETTINGS, get
 from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.hybrid import suffix_limits
 from minedraft.config.modes import RUNTIME_MODES
 from minedraft.config.drafter_device import DrafterDevice
 
@@ -92,10 +94,18 @@ class MineDraftSettings:
     # (config/idle_drafter.py), every plain SD step drafts after its outputs, and a request that has reached
     # the engine core by then skips that round (scheduling/scheduler.py: skips_held_drafts).
     first_token: str = "early"
+    # A second draft source beside vLLM's drafter, chosen per request and step by predicted goodput
+    # (config/hybrid.py, policy/draft_sources.py): {"method": "suffix", "num_speculative_tokens": 16} and
+    # vLLM's suffix_decoding_* fields. None: the model drafter alone.
+    hybrid: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ENV:
             _check(name, getattr(self, name), name)
+        if suffix_limits(self.hybrid) is not None and self.drafter == "process":
+            raise MineDraftConfigError(
+                "hybrid beside the process drafter is not built yet (its draft engine is fed each step's tokens, "
+                "not a deeper source's): use the in-process drafter with hybrid.")
         if self.drafter == "process" and self.drafter_device is None:
             raise MineDraftConfigError(
                 "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE=cpu:<cores> or cuda:<index> "
@@ -169,6 +179,11 @@ def _check(name: str, value: Any, source: str) -> Any:
 
 
 def _from_env(name: str, raw: str) -> Any:
+    if name == "hybrid":
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise MineDraftConfigError(f"{ENV[name]}={raw!r} is not JSON such as {{\"method\": \"suffix\"}}.") from None
     if name in ("drafter_timeout_s", "lane_timeout_s", "capture_max_mib", "catch_up_max_mib"):
         try:
             return float(raw)

@@ -14,22 +14,14 @@ Host code, no model: about 10 us a token speculated or fed (arctic-inference PR 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from minedraft.config.hybrid import SuffixLimits
 
-@dataclass(frozen=True)
-class SuffixLimits:
-    """vLLM's ``suffix_decoding_*`` fields (``vllm/config/speculative.py``), with its defaults, and the
-    source's own depth."""
-
-    max_depth: int  # the most tokens one draft holds (may exceed the model drafter's K)
-    max_tree_depth: int = 24  # the longest context matched plus draft, per tree
-    max_cached_requests: int = 10000  # finished requests' outputs kept in the global tree (0: prompts only)
-    max_spec_factor: float = 1.0  # a draft at most this many times its match length
-    min_token_prob: float = 0.1  # a draft stops at a token estimated less likely
+__all__ = ["NO_DRAFT", "SuffixDraft", "SuffixDrafts", "SuffixLimits"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +29,9 @@ class SuffixDraft:
     token_ids: tuple[int, ...]
     score: float  # the drafts' estimated probabilities summed: the tokens the source expects accepted
     match_len: int  # the context suffix the draft was matched on
+    # Per token, the estimated chance that it and the tokens before it are accepted (its survival: count
+    # ratios along the tree's path, so they only fall); they sum to ``score``.
+    probs: tuple[float, ...] = ()
 
 
 NO_DRAFT = SuffixDraft((), 0.0, 0)
@@ -54,7 +49,7 @@ class SuffixDrafts:
                                          max_cached_requests=limits.max_cached_requests)
         self._fed: dict[str, int] = {}  # per request, its tokens its tree holds (prompt and output)
 
-    def draft(self, req_id: str, token_ids: np.ndarray, num_prompt_tokens: int,
+    def draft(self, req_id: str, token_ids: Sequence[int], num_prompt_tokens: int,
               limit: int | None = None) -> SuffixDraft:
         """The draft for request ``req_id`` whose tokens so far (prompt and output, none speculative) are
         ``token_ids``; ``limit``: at most this many tokens (else the source's depth)."""
@@ -65,21 +60,21 @@ class SuffixDrafts:
         depth = min(self.limits.max_depth if limit is None else limit, self.max_model_len - num_tokens - 1)
         if depth <= 0:
             return NO_DRAFT
-        pattern = token_ids[max(0, num_tokens - self.limits.max_tree_depth):]
+        pattern = _int32(token_ids[max(0, num_tokens - self.limits.max_tree_depth):])
         draft = self.cache.speculate(req_id, pattern, max_spec_tokens=depth,
                                      max_spec_factor=self.limits.max_spec_factor,
                                      min_token_prob=self.limits.min_token_prob)
-        return SuffixDraft(tuple(draft.token_ids), float(draft.score), int(draft.match_len))
+        return SuffixDraft(tuple(draft.token_ids), float(draft.score), int(draft.match_len), tuple(draft.probs))
 
-    def _feed(self, req_id: str, token_ids: np.ndarray, num_prompt_tokens: int) -> None:
+    def _feed(self, req_id: str, token_ids: Sequence[int], num_prompt_tokens: int) -> None:
         fed = self._fed.get(req_id)
         if fed is None:  # the request's first draft: its tree starts from its prompt
             if req_id in self.cache.cached_requests:  # an id used again: its old output is not this one's
                 self.cache.evict_cached_response(req_id)
-            self.cache.start_request(req_id, token_ids[:num_prompt_tokens])
+            self.cache.start_request(req_id, _int32(token_ids[:num_prompt_tokens]))
             fed = num_prompt_tokens
         if len(token_ids) > fed:
-            self.cache.add_active_response(req_id, token_ids[fed:].tolist())
+            self.cache.add_active_response(req_id, [int(t) for t in token_ids[fed:]])
         self._fed[req_id] = len(token_ids)
 
     def release(self, req_ids: Iterable[str]) -> None:
@@ -87,3 +82,7 @@ class SuffixDrafts:
         for req_id in req_ids:
             if self._fed.pop(req_id, None) is not None:
                 self.cache.stop_request(req_id)
+
+
+def _int32(token_ids: Sequence[int]) -> np.ndarray:
+    return np.asarray(token_ids, dtype=np.int32)

@@ -26,6 +26,9 @@ class RequestView:
     num_drafts: int = 0  # the drafts it holds for this step's verification
     on_lane: bool = False  # the lane drafts for it during this step: it sits the step out
     held_if_parallel: bool = False  # held back for the lane next step if this step runs in parallel
+    # The second source's draft for it now (suffix decoding, hybrid/): per token, the chance its tree's counts
+    # give that the token and those before it are accepted. Empty: no such draft.
+    suffix_probs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class StepPlan:
     num_drafts: Mapping[str, int]  # per request, its drafts cut to this many (absent: all it holds)
     load: Load  # the load the plan was made at (parallel steps are measured per load)
     counts: PlanCounts = PlanCounts()
+    # Per request verified with the second source's drafts instead of the model drafter's: how many of them
+    # (its model drafts are dropped; such a request is not in num_drafts).
+    suffix_drafts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.policy.depth import DepthChoice
+from minedraft.policy.draft_sources import SuffixCalibration, worth
 from minedraft.policy.first_measurement import decide_first_measurements
 from minedraft.policy.load import Load
 from minedraft.policy.overlap import OverlapChoice, placement
@@ -59,6 +60,8 @@ class SpeculationPolicy:
         self._finished: list[str] = []
         self._skipped: dict[str, int] = {}  # per request, the tokens its drafter skipped at depth 0
         self._last_mix = (0, 0)  # the last step's prompt and decode tokens
+        self.suffix_calibration = SuffixCalibration()
+        self._suffix_estimated: dict[str, float] = {}  # the last plan's suffix drafts: accepted tokens estimated
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -124,9 +127,9 @@ class SpeculationPolicy:
         load = Load.of(sum(r.decoding for r in view.requests), self.depth, *self._last_mix)
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
-        num_drafts, counts = self._num_drafts(view, parallel)
+        num_drafts, suffix_drafts, counts = self._num_drafts(view, parallel)
         return StepPlan(self.depth, parallel, num_drafts, load,
-                        PlanCounts(**counts, rechecks=rechecks, first_measurements=first))
+                        PlanCounts(**counts, rechecks=rechecks, first_measurements=first), suffix_drafts)
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts
@@ -153,46 +156,82 @@ class SpeculationPolicy:
         self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing)
         return choice.rechecks - rechecks, first
 
-    def _num_drafts(self, view: StepView, parallel: bool) -> tuple[dict[str, int], dict[str, Any]]:
+    def _num_drafts(self, view: StepView, parallel: bool) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
         """Each request verified now, its drafts cut: to the depth where it is the verified one, to its limit,
-        and to those its acceptance pays for."""
+        and to those its acceptance pays for; and those verified with the second source's drafts instead
+        (draft_sources.py), how many of them."""
         past = self.limits.newly_past(view.requests)
-        verified = [r for r in view.requests if r.decoding and r.num_drafts
+        verified = [r for r in view.requests if r.decoding and (r.num_drafts or r.suffix_probs)
                     and not r.on_lane and not (parallel and r.held_if_parallel)]
-        kept, cut = {}, 0
+        kept, raw, cut = {}, {}, 0
         for r in verified:
             limit = self.limits.limit(r)
             n = min(r.num_drafts, self.depth) if self.depth_control == "verified" else r.num_drafts
             cut += max(n - limit, 0)
             kept[r.req_id] = min(n, limit)
+            own = self.limits.own(r)
+            if r.suffix_probs and own != 0:
+                raw[r.req_id] = r.suffix_probs[:own]
         counts = dict(drafts_cut=cut, past_spec_max_len=past)
-        if self.per_request and self.depths.costs.known and not self.depths.rechecking:
-            counts.update(self._trim(view, parallel, kept))
-        return kept, counts
-
-    def _trim(self, view: StepView, parallel: bool, kept: dict[str, int]) -> dict[str, Any]:
-        """The drafts of each request verified now cut to those whose own acceptance pays for their
-        verification in the step-cost model (``kept`` is cut in place)."""
-        choice = self.depths
+        weighs = self.per_request and self.depths.costs.known and not self.depths.rechecking
         num_verified = sum(1 for r in view.requests if r.decoding and not r.on_lane
                            and not (parallel and r.held_if_parallel))
-        drafts = sum(kept.values())
-        rows = [(rid, choice.acceptance.survivals(rid, n)) for rid, n in kept.items() if n]
-        if not drafts or not rows:
+        survivals = {rid: self._model_survivals(rid, n) for rid, n in kept.items() if n}
+        threshold = self._threshold(num_verified, survivals) if weighs and survivals else 0.0
+        suffix = {}  # the requests that verify the second source's drafts: their survivals
+        for rid, probs in raw.items():
+            own = self.suffix_calibration.survivals(probs)
+            if worth(own, threshold) > worth(survivals.get(rid, ()), threshold):
+                suffix[rid] = survivals[rid] = own
+                kept[rid] = 0  # its model drafts are not verified
+        if weighs:
+            counts.update(self._trim(num_verified, survivals, kept, suffix))
+        suffix_drafts = {rid: len(own) for rid, own in suffix.items() if own}
+        self._suffix_estimated = {rid: sum(raw[rid][:n]) for rid, n in suffix_drafts.items()}
+        return kept, suffix_drafts, counts
+
+    def _model_survivals(self, rid: str, n: int) -> list[float]:
+        """The chance that each of the model drafter's ``n`` drafts survives: the request's measured
+        acceptance, or, where the policy measures none (a fixed depth), all of them."""
+        return self.depths.acceptance.survivals(rid, n) if self.depths is not None else [1.0] * n
+
+    def _threshold(self, num_verified: int, survivals: dict[str, list[float]]) -> float:
+        """The survival a draft must reach to pay in this step (paying_drafts.py): a verified token's seconds
+        times the step's expected tokens per second."""
+        token_s, step_s = self._verification_seconds(num_verified, sum(len(s) for s in survivals.values()))
+        tokens = num_verified + sum(sum(s) for s in survivals.values())
+        return token_s * tokens / step_s if token_s > 0 and step_s > 0 else 0.0
+
+    def _verification_seconds(self, num_verified: int, drafts: int) -> tuple[float, float]:
+        """A verified token's seconds, and the step's verifying ``drafts`` in all, in the step-cost model."""
+        costs = self.depths.costs
+        token_s = costs.token_seconds(num_verified)
+        return token_s, costs.seconds(num_verified, self.max_depth)[self.depth] + token_s * (
+            drafts - num_verified * self.depth)
+
+    def _trim(self, num_verified: int, survivals: dict[str, list[float]], kept: dict[str, int],
+              suffix: dict[str, list[float]]) -> dict[str, Any]:
+        """The drafts of each request verified now cut to those whose chance of acceptance pays for their
+        verification in the step-cost model (``kept``, and ``suffix`` for the second source's, cut in place)."""
+        choice = self.depths
+        rows = list(survivals.items())
+        drafts = sum(len(s) for _, s in rows)
+        if not drafts:
             return {}
-        token_s = choice.costs.token_seconds(num_verified)
-        step_s = (choice.costs.seconds(num_verified, self.max_depth)[self.depth]
-                  + token_s * (drafts - num_verified * self.depth))
+        token_s, step_s = self._verification_seconds(num_verified, drafts)
         paying = paying_drafts([s for _, s in rows], num_verified, step_s, token_s)
         trimmed = trimmed_requests = 0
         by_drafts: dict[int, int] = {}
-        for (rid, survivals), n in zip(rows, paying):
+        for (rid, own), n in zip(rows, paying):
             by_drafts[n] = by_drafts.get(n, 0) + 1
-            if n < len(survivals):
-                trimmed += len(survivals) - n
+            if n < len(own):
+                trimmed += len(own) - n
                 trimmed_requests += 1
-                kept[rid] = n
-            if n == 0:
+                if rid in suffix:
+                    suffix[rid] = own[:n]
+                else:
+                    kept[rid] = n
+            if n == 0 and rid not in suffix:
                 choice.acceptance.note_all_cut(rid)
         return dict(drafts_trimmed=trimmed, requests_trimmed=trimmed_requests, requests_by_drafts=by_drafts)
 
@@ -200,8 +239,14 @@ class SpeculationPolicy:
     def observe(self, result: StepResult) -> None:
         """A step as it ran: its verified drafts always; its seconds where it was timed."""
         plan = result.plan
+        verified = result.verified
+        if plan.suffix_drafts:  # the second source's drafts calibrate it, not the model's acceptance
+            verified = [v for v in verified if v.req_id not in plan.suffix_drafts]
+            for v in result.verified:
+                if v.req_id in plan.suffix_drafts:
+                    self.suffix_calibration.observe(self._suffix_estimated.get(v.req_id, 0.0), v.accepted)
         if self.depths is not None:
-            self.depths.observe_verification(result.verified)
+            self.depths.observe_verification(verified)
         catch_up = self._count_catch_up(result)
         self._last_mix = (result.prefill_tokens, result.tokens - result.prefill_tokens)
         if result.seconds is None:

@@ -45,10 +45,10 @@ def requested_limit(sampling_params: Any) -> int | None:
 class RequestLimits:
     max_depth: int  # the engine's num_speculative_tokens
     max_model_len: int | None = None  # the speculative config's: past it (K included) no drafts
-    _limits: dict[str, int] = field(default_factory=dict)  # request id -> its limit, where below max_depth
+    _limits: dict[str, int] = field(default_factory=dict)  # request id -> its limit, where it asked one
 
     def add(self, req_id: str, limit: int | None) -> None:
-        if limit is not None and limit < self.max_depth:
+        if limit is not None:
             self._limits[req_id] = limit
 
     def release(self, req_ids: Iterable[str]) -> None:
@@ -57,7 +57,12 @@ class RequestLimits:
 
     def limit(self, request: RequestView) -> int:
         """The most drafts ``request`` verifies now: its own limit, 0 past ``max_model_len``, else K."""
-        return 0 if self._past(request) else self._limits.get(request.req_id, self.max_depth)
+        return 0 if self._past(request) else min(self._limits.get(request.req_id, self.max_depth), self.max_depth)
+
+    def own(self, request: RequestView) -> int | None:
+        """The most drafts ``request`` verifies now from a source whose depth is its own (hybrid/): its own
+        limit (even above K), 0 past ``max_model_len``, else None."""
+        return 0 if self._past(request) else self._limits.get(request.req_id)
 
     def newly_past(self, requests: Iterable[RequestView]) -> int:
         """The requests that passed ``max_model_len`` now (each counted once: its limit is 0 from then on)."""

@@ -40,12 +40,14 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
+from vllm.v1.spec_decode.metrics import SpecDecodingStats
 from vllm.v1.request import Request, RequestStatus
 
 from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
+from minedraft.hybrid.scheduler_drafts import suffix_source
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
@@ -69,6 +71,7 @@ class MineDraftScheduler(Scheduler):
     speculation: SpeculationPolicy | None = None
     _ran: _RanStep | None = None  # the step update_from_output saw last
     _scheduled: tuple[StepResult, float] | None = None  # the step schedule() planned last, and its start
+    _suffix = None  # the second draft source (hybrid/), where the user names one
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -102,6 +105,7 @@ class MineDraftScheduler(Scheduler):
                 self._drafter_catches_up, speculative_max_len(self.vllm_config), logger.info)
             if self.speculation.depth_control == "drafted":
                 self.dynamic_sd_lookup = ChosenDepth(lambda: self.speculation.depth)
+        self._suffix = suffix_source(self.settings, self.plans_lanes, self.max_model_len, logger.info)
 
     @property
     def drafting_req_ids(self) -> frozenset[str]:
@@ -128,6 +132,8 @@ class MineDraftScheduler(Scheduler):
     def _free_request(self, request: Request, delay_free_blocks: bool = False):
         if self.speculation is not None:
             self.speculation.finish(request.request_id)
+        if self._suffix is not None:
+            self._suffix.release(request.request_id)
         return super()._free_request(request, delay_free_blocks)
 
     # ------------------------------------------------------------------ schedule
@@ -151,6 +157,8 @@ class MineDraftScheduler(Scheduler):
             request = self.requests[rid]
             if len(request.spec_token_ids) > kept:
                 request.spec_token_ids = request.spec_token_ids[:kept]
+        if self._suffix is not None:
+            self._suffix.apply(self.requests, plan.suffix_drafts)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_plan(plan.counts)
         output = super().schedule(throttle_prefills)
@@ -161,9 +169,12 @@ class MineDraftScheduler(Scheduler):
         prefilling ones and the waiting ones the batch has room for: its drafts are verified by them too)."""
         room = max(self.max_num_running_reqs - len(self.running), 0)
         starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
+        suffix = ({} if self._suffix is None
+                  else self._suffix.propose(r for r in decoding if r.request_id not in self._drafting))
         requests = [RequestView(r.request_id, True, r.max_tokens - r.num_output_tokens, r.num_tokens,
                                 num_drafts=len(r.spec_token_ids), on_lane=r.request_id in self._drafting,
-                                held_if_parallel=r.request_id in held) for r in decoding]
+                                held_if_parallel=r.request_id in held, suffix_probs=suffix.get(r.request_id, ()))
+                    for r in decoding]
         requests += [RequestView(r.request_id, False, r.max_tokens - r.num_output_tokens, r.num_tokens,
                                  prompt_left=max(r.num_prompt_tokens - r.num_computed_tokens, 0)) for r in starting]
         return StepView(requests, closed=self.get_request_counts()[1] <= room,
@@ -230,6 +241,9 @@ class MineDraftScheduler(Scheduler):
             result = dataclasses.replace(
                 result, verified=_verified(scheduler_output, model_runner_output),
                 output_tokens=sum(len(ids) for ids in model_runner_output.sampled_token_ids))
+            if result.plan.suffix_drafts:
+                for stats in (self.minedraft_stats, self.minedraft_totals):
+                    stats.observe_suffix(result.verified, result.plan.suffix_drafts)
             if self.has_unfinished_requests():
                 self._ran = _RanStep(result, started)
             else:  # the engine idles until the next request: that gap is not step time
@@ -287,6 +301,14 @@ class MineDraftScheduler(Scheduler):
         super().update_draft_token_ids(draft_token_ids)
 
     # ------------------------------------------------------------------ stats
+    def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, *args, **kwargs):
+        # vLLM sizes a step's per-position acceptance to K; the second source drafts deeper (every step's the
+        # same size: vLLM's log line sums them; its per-position counters export the first K).
+        if spec_decoding_stats is None and self._suffix is not None and self.log_stats and num_draft_tokens:
+            spec_decoding_stats = SpecDecodingStats.new(max(self.num_spec_tokens, self._suffix.max_depth))
+        return super().make_spec_decoding_stats(spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
+                                                *args, **kwargs)
+
     def make_stats(self, *args, **kwargs) -> SchedulerStats | None:
         stats = super().make_stats(*args, **kwargs)
         if stats is None or not self.plans_lanes:

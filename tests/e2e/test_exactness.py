@@ -31,6 +31,7 @@ EAGLE3_CAPPED = {"capture_max_mib": 0.25}
 # forward and catches up when it next drafts: worker/in_process/draft_catch_up.py), 1 above.
 DEPTH_TABLE = [[1, 2, 3], [3, 12, 0], [13, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
+HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
 # Runs whose worker writes each step's lane timings (minedraft/worker/step_profile.py).
 PROFILED_RUNS = {"minedraft"}
 
@@ -53,6 +54,11 @@ def _mix_runs(kit) -> dict[str, dict]:
         "stock_eagle3_depth_table": {"mode": "stock_sd", **eagle3, **table},
         "minedraft_eagle3_depth_table": {"mode": "minedraft_parallel", **eagle3, **table},
         "minedraft_eagle3_capped": {"mode": "minedraft_parallel", **eagle3, "minedraft": EAGLE3_CAPPED},
+        # Suffix decoding beside the model drafter (hybrid/), chosen per request and step: beside the default's
+        # EAGLE-3 head, and beside the draft model on pinned parallel steps with the depth chosen.
+        "minedraft_hybrid": {"mode": "minedraft_auto", **eagle3, "minedraft": HYBRID},
+        "minedraft_hybrid_parallel": {"mode": "minedraft_parallel", **draft,
+                                      "minedraft": {**HYBRID, "speculation_depth": "auto"}},
         # The n-gram drafter is not called at depth 0 (it keeps nothing across steps to catch up).
         "minedraft_ngram_depth_table": {"mode": "minedraft_parallel", "draft": None, "method": "ngram", **table},
     }
@@ -95,7 +101,7 @@ def _run(request, name: str) -> dict:
 
 MINEDRAFT_RUNS = ["minedraft_default", "minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
                   "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table",
-                  "minedraft_ngram_depth_table"]
+                  "minedraft_ngram_depth_table", "minedraft_hybrid", "minedraft_hybrid_parallel"]
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
@@ -152,6 +158,30 @@ def test_each_request_s_verified_drafts_went_through_its_own_cut(mix_runs, run):
     assert m["minedraft:requests_by_drafts"] > 0, m
 
 
+def _model_acceptance(m: dict) -> float:
+    """Of the drafts the target verified, the model drafter's: the share accepted."""
+    drafts = m["vllm:spec_decode_num_draft_tokens"] - m["minedraft:suffix_drafts"]
+    return (m["vllm:spec_decode_num_accepted_tokens"] - m["minedraft:suffix_accepted"]) / drafts
+
+
+@pytest.mark.parametrize(("run", "alone"), [("minedraft_hybrid", "minedraft_default"),
+                                            ("minedraft_hybrid_parallel", "minedraft_depth_auto")])
+def test_both_sources_drafted_and_the_model_accepts_after_suffix_steps_as_without_them(mix_runs, run, alone):
+    """Both sources' drafts were verified, suffix decoding's accepted; and the model drafter, which skipped
+    or ran over the steps where suffix drafts were verified (rejected ones among them), accepts at least as
+    it does without the second source (a draft KV cache or EAGLE-3 hidden states out of step after those
+    steps would lower it; float32 sums and a different mix of requests per source, hence a margin)."""
+    m, plain = mix_runs[run]["metrics"], mix_runs[alone]["metrics"]
+    assert m["minedraft:suffix_requests"] > 0 and m["minedraft:suffix_accepted"] > 0, m
+    assert m["vllm:spec_decode_num_drafts"] > m["minedraft:suffix_requests"], m  # model drafts verified too
+    assert _model_acceptance(m) >= _acceptance_rate(plain) - 0.15, (m, plain)
+    assert "MineDraft hybrid: suffix decoding (up to 16 tokens)" in mix_runs[run]["log"]
+
+
+def _acceptance_rate(m: dict) -> float:
+    return m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_draft_tokens"]
+
+
 def test_ngram_ran_depth_0_steps_between_drafting_ones(mix_runs):
     """Exactness of the n-gram drafter's depth-0 steps, where MineDraft does not call it, with drafting
     steps before and after (test_minedraft_matches_target_and_stock_sd, ..._really_ran_parallel_steps)."""
@@ -168,14 +198,14 @@ def test_capped_eagle3_drafts_long_steps_inline(mix_runs):
 # mix, so the policy spends most steps at depth 0, and how many of its drafting steps split the
 # batch into two groups depends on timing (1 to 42 of about 380 steps, measured). Their drafting is
 # asserted (accepted tokens, depth changes), their parallel steps are not.
-TIMING_DRIVEN_RUNS = {"minedraft_depth_auto"}
+TIMING_DRIVEN_RUNS = {"minedraft_depth_auto", "minedraft_hybrid_parallel"}
 
 
 @pytest.mark.parametrize("run", MINEDRAFT_RUNS)
 def test_minedraft_really_ran_parallel_steps(run, request):
     """Pinned runs ran parallel steps; the default, whose drafter shares the target's cores here, ran none."""
     m = _run(request, run)["metrics"]
-    if run == "minedraft_default":
+    if run in ("minedraft_default", "minedraft_hybrid"):
         assert m.get("minedraft:parallel_steps", 0) == 0 and m["minedraft:fallback_steps"] > 0, m
     elif run not in TIMING_DRIVEN_RUNS:
         assert m["minedraft:parallel_steps"] > 0

@@ -127,17 +127,20 @@ class DraftCatchUp:
 
     def _hidden_rows(self, call: ProposeCall) -> list[torch.Tensor]:
         """The call's hidden states, one tensor per request: views of one copy, or, in a call that
-        verified drafts, each request's rows up to its last accepted token (copies: a rejected draft's
-        row is no token's, and the rows of two skipped calls are joined by position). A tuple of
-        EAGLE-3's auxiliary layers (a skipped depth-0 call's) is joined: that is the copy."""
+        verified drafts (at depth > 0, or at depth 0 the second source's: hybrid/), each request's rows up to
+        its last accepted token (copies: a rejected draft's row is no token's, and the rows of two skipped
+        calls are joined by position). A tuple of EAGLE-3's auxiliary layers (a skipped depth-0 call's) is
+        joined: that is the copy."""
         starts = call.kwargs["common_attn_metadata"].query_start_loc_cpu.tolist()
         lengths = [b - a for a, b in zip(starts, starts[1:])]
         hidden = call.kwargs["target_hidden_states"]
-        if isinstance(hidden, tuple):
-            return list(torch.cat([h[:starts[-1]] for h in hidden], dim=-1).split(lengths))
+        joined = isinstance(hidden, tuple)
+        if joined:
+            hidden = torch.cat([h[:starts[-1]] for h in hidden], dim=-1)
         rejected = call.kwargs.get("num_rejected_tokens_gpu")
         if rejected is None:
-            return list(hidden[:starts[-1]].clone().split(lengths))
+            rows = hidden[:starts[-1]].split(lengths) if joined else hidden[:starts[-1]].clone().split(lengths)
+            return list(rows)
         rows = hidden[:starts[-1]].split(lengths)
         return [row[:len(row) - n].clone() for row, n in zip(rows, rejected[:len(rows)].tolist())]
 

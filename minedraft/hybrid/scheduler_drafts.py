@@ -1,0 +1,65 @@
+"""The second draft source where the scheduler plans a step: drafts from each request's own tokens.
+
+Suffix decoding needs a request's tokens and nothing of the worker's, so it runs in the scheduler, which
+holds them (vLLM's ``Request.all_token_ids``): no worker, lane or process changes, the same under the
+in-process lane, the process drafter, TP and DP. Before a step is planned, each decoding request gets a
+suffix draft (hybrid/suffix_drafts.py); the policy chooses per request whose drafts the target verifies
+(policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
+(``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The
+model drafter still drafts after the step for every request it ran (vLLM's runner drafts its whole batch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from minedraft.config.hybrid import SuffixLimits, suffix_limits
+from minedraft.hybrid.suffix_drafts import SuffixDraft, SuffixDrafts
+
+
+class SchedulerSuffixDrafts:
+    def __init__(self, limits: SuffixLimits, max_model_len: int) -> None:
+        self.source = SuffixDrafts(limits, max_model_len)
+        self._drafts: dict[str, SuffixDraft] = {}  # the step planned now: each request's draft
+        self.max_depth = limits.max_depth
+
+    def propose(self, requests: Iterable[Any]) -> dict[str, tuple[float, ...]]:
+        """A draft for each of ``requests`` (vLLM ``Request``\\s that decode); per request with one, its
+        tokens' survival estimates (``RequestView.suffix_probs``)."""
+        self._drafts = {}
+        for request in requests:
+            # Skipped: a request whose grammar must accept its drafts (vLLM checks the model drafter's with its
+            # structured-output manager), and one with outputs still in flight (async scheduling), whose
+            # token table is behind its position.
+            if request.use_structured_output or request.num_output_placeholders:
+                continue
+            draft = self.source.draft(request.request_id, request.all_token_ids, request.num_prompt_tokens)
+            if draft.token_ids:
+                self._drafts[request.request_id] = draft
+        return {rid: draft.probs for rid, draft in self._drafts.items()}
+
+    def apply(self, requests: Mapping[str, Any], chosen: Mapping[str, int]) -> None:
+        """The plan's choice: each chosen request's drafts are its suffix draft's first ``chosen[rid]``."""
+        for rid, n in chosen.items():
+            requests[rid].spec_token_ids = list(self._drafts[rid].token_ids[:n])
+        self._drafts = {}
+
+    def release(self, req_id: str) -> None:
+        """A request freed (finished or aborted): its output joins the tree of finished outputs."""
+        self.source.release((req_id,))
+
+
+def suffix_source(settings: Any, speculates: bool, max_model_len: int,
+                  log: Callable[[str], None]) -> SchedulerSuffixDrafts | None:
+    """The scheduler's second source where the user names one (``settings.hybrid``), with one INFO line."""
+    limits = suffix_limits(settings.hybrid)
+    if limits is None or not speculates:
+        return None
+    if settings.mode == "stock":
+        log("MineDraft hybrid: not in mode stock, which stays vLLM's speculative decoding: the model drafter "
+            "alone drafts.")
+        return None
+    log(f"MineDraft hybrid: suffix decoding (up to {limits.max_depth} tokens) beside the model drafter; each "
+        "request verifies, each step, the drafts with the higher predicted goodput (policy/draft_sources.py).")
+    return SchedulerSuffixDrafts(limits, max_model_len)

@@ -1,0 +1,55 @@
+"""Per request and step, whose drafts the target verifies: the model drafter's or suffix decoding's.
+
+Both sources' drafts are there when a step is planned: the model drafter's from the step before (vLLM's
+runner drafts for every request it ran), suffix decoding's made now from the request's tokens
+(hybrid/suffix_drafts.py). Each comes with the chance that its j-th draft survives: the model's from the
+request's measured acceptance (acceptance.py), suffix decoding's from its tree's counts (arctic-inference's
+per-token probabilities) scaled by how well those counts have predicted what the target accepted
+(:class:`SuffixCalibration`). A verified draft pays where its survival exceeds the step's threshold
+(paying_drafts.py), so a source is worth the sum of its paying drafts' survivals above the threshold, and
+the request verifies the source worth more. Until the step-cost model is known (threshold 0) that is the
+expected tokens accepted; where the policy measures no acceptance (a fixed depth), the model's drafts count
+as accepted, ArcticInference's rule (suffix decoding where its score reaches the speculator's length).
+
+Exact either way: the target verifies whichever drafts it is given (greedy drafts from both sources; the
+hybrid is refused with draft probabilities, config/validation.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# The calibration's prior, in estimated tokens: until suffix drafts worth this many were verified, the
+# tree's counts are taken at their word (arctic-inference's own use of its score).
+PRIOR_TOKENS = 8.0
+
+
+class SuffixCalibration:
+    """How many tokens the target accepted of suffix drafts per token their counts estimated."""
+
+    def __init__(self) -> None:
+        self.estimated = 0.0
+        self.accepted = 0.0
+
+    @property
+    def factor(self) -> float:
+        return (self.accepted + PRIOR_TOKENS) / (self.estimated + PRIOR_TOKENS)
+
+    def survivals(self, probs: Sequence[float]) -> list[float]:
+        factor = self.factor
+        return [min(1.0, p * factor) for p in probs]
+
+    def observe(self, estimated: float, accepted: int) -> None:
+        self.estimated += estimated
+        self.accepted += accepted
+
+
+def worth(survivals: Sequence[float], threshold: float) -> float:
+    """What verifying a source's drafts adds: each leading draft whose survival reaches ``threshold``,
+    its expected token less that threshold (survivals only fall along a draft)."""
+    total = 0.0
+    for survival in survivals:
+        if survival < threshold:
+            break
+        total += survival - threshold
+    return total

@@ -1,0 +1,124 @@
+"""The second draft source's settings (config/hybrid.py), refusals (config/validation.py) and the policy's
+choice per request (policy/draft_sources.py, policy/policy.py). Engines: tests/e2e/test_exactness.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.hybrid import suffix_limits
+from minedraft.config.settings import MineDraftSettings
+from minedraft.config.validation import validate_vllm_config
+from minedraft.policy import RequestView, SpeculationPolicy, StepResult, StepView, VerifiedDrafts
+from minedraft.policy.draft_sources import PRIOR_TOKENS, SuffixCalibration, worth
+
+
+def test_vllm_s_suffix_fields_set_the_source_s_limits():
+    limits = suffix_limits({"method": "suffix", "num_speculative_tokens": 12, "suffix_decoding_max_tree_depth": 32,
+                            "suffix_decoding_min_token_prob": 0.3})
+    assert (limits.max_depth, limits.max_tree_depth, limits.min_token_prob) == (12, 32, 0.3)
+    assert suffix_limits(None) is None
+    assert suffix_limits({"method": "suffix"}).max_depth == 16
+
+
+@pytest.mark.parametrize(("hybrid", "says"), [
+    ({"method": "medusa"}, "method must be one of suffix"),
+    ({"method": "ngram"}, "not built yet"),
+    ({"method": "suffix", "num_speculative_tokens": 0}, "positive integer"),
+    ({"method": "suffix", "suffix_decoding_min_token_prob": 1.5}, r"a number in \[0, 1\]"),
+    ({"method": "suffix", "suffix_decoding_max_cached_requests": -1}, "an integer >= 0"),
+    ({"method": "suffix", "prompt_lookup_max": 4}, "unknown field"),
+    ("suffix", "must be an object")])
+def test_a_bad_hybrid_setting_is_one_line_before_any_model_loads(hybrid, says):
+    with pytest.raises(MineDraftConfigError, match=says) as e:
+        MineDraftSettings.parse({"minedraft": {"hybrid": hybrid}})
+    assert "\n" not in str(e.value)
+
+
+def test_hybrid_beside_the_process_drafter_is_refused_until_built():
+    with pytest.raises(MineDraftConfigError, match="not built yet") as e:
+        MineDraftSettings.parse({"minedraft": {"hybrid": {"method": "suffix"}, "drafter": "process",
+                                               "drafter_device": "cpu:1"}})
+    assert "\n" not in str(e.value)
+
+
+def _config(method="draft_model", **spec):
+    return SimpleNamespace(
+        speculative_config=SimpleNamespace(method=method, num_speculative_tokens=3, **spec),
+        parallel_config=SimpleNamespace(pipeline_parallel_size=1), model_config=SimpleNamespace(runner_type="generate"),
+        additional_config={"minedraft": {"hybrid": {"method": "suffix"}}})
+
+
+@pytest.mark.parametrize(("config", "says"), [
+    (_config("ngram"), "runs none"), (_config("suffix"), "runs none"),
+    (_config(draft_sample_method="probabilistic", rejection_sample_method="standard"), "no draft probabilities"),
+    (_config(draft_sample_method="greedy", rejection_sample_method="block"), "no draft probabilities")])
+def test_hybrid_is_refused_where_a_request_s_drafts_could_not_come_from_either_source(config, says):
+    with pytest.raises(MineDraftConfigError, match=says):
+        validate_vllm_config(config)
+
+
+def test_hybrid_beside_a_greedy_model_drafter_is_accepted():
+    validate_vllm_config(_config("eagle3", draft_sample_method="greedy", rejection_sample_method="standard"))
+
+
+def test_the_calibration_scales_the_tree_s_estimates_by_what_was_accepted():
+    calibration = SuffixCalibration()
+    assert calibration.survivals([0.9, 0.5]) == [0.9, 0.5]  # no verification yet: the counts at their word
+    calibration.observe(estimated=3 * PRIOR_TOKENS, accepted=0)
+    assert calibration.factor == pytest.approx(0.25)
+    assert calibration.survivals([0.8]) == [pytest.approx(0.2)]
+
+
+def test_a_source_is_worth_its_paying_drafts_above_the_threshold():
+    assert worth([0.9, 0.6, 0.2, 0.9], 0.5) == pytest.approx(0.4 + 0.1)  # stops at the first below it
+    assert worth([], 0.0) == 0.0
+
+
+def _view(*requests):
+    return StepView(list(requests))
+
+
+def _decoding(rid, num_drafts=3, suffix=()):
+    return RequestView(rid, True, tokens_left=100, num_tokens=50, num_drafts=num_drafts, suffix_probs=suffix)
+
+
+def test_at_a_fixed_depth_a_request_verifies_the_suffix_draft_where_its_score_reaches_the_model_s_length():
+    """ArcticInference's rule where the policy measures no acceptance: the model's drafts count as accepted."""
+    policy = SpeculationPolicy(3)
+    plan = policy.plan(_view(_decoding("copy", suffix=(1.0,) * 4), _decoding("prose", suffix=(0.9, 0.8, 0.5)),
+                             _decoding("none")))
+    assert plan.suffix_drafts == {"copy": 4}
+    assert plan.num_drafts == {"copy": 0, "prose": 3, "none": 3}  # the copying request's model drafts dropped
+
+
+def test_a_request_s_own_limit_caps_the_suffix_draft_too():
+    policy = SpeculationPolicy(3)
+    policy.add_request("capped", 2)
+    policy.add_request("off", 0)
+    policy.add_request("deep", 9)  # above K: the suffix source's own depth is not K
+    plan = policy.plan(_view(_decoding("capped", num_drafts=0, suffix=(1.0,) * 12),
+                             _decoding("off", num_drafts=0, suffix=(1.0,) * 12),
+                             _decoding("deep", num_drafts=0, suffix=(1.0,) * 12)))
+    assert plan.suffix_drafts == {"capped": 2, "deep": 9}
+
+
+def test_at_depth_0_the_suffix_draft_is_verified_where_the_model_has_none():
+    policy = SpeculationPolicy(3)
+    plan = policy.plan(_view(_decoding("a", num_drafts=0, suffix=(0.6, 0.3))))
+    assert plan.suffix_drafts == {"a": 2}
+
+
+def test_suffix_verifications_calibrate_the_source_and_not_the_model_s_acceptance():
+    """The same step observed with and without a's rejected suffix drafts: the model's acceptance the same."""
+    policies = [SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3) for _ in range(2)]
+    for policy, verified in zip(policies, ([VerifiedDrafts("a", 8, 0), VerifiedDrafts("b", 3, 3)],
+                                           [VerifiedDrafts("b", 3, 3)])):
+        plan = policy.plan(_view(_decoding("a", num_drafts=0, suffix=(1.0,) * 8), _decoding("b")))
+        assert plan.suffix_drafts == {"a": 8}
+        policy.observe(StepResult(plan, num_decoding=2, tokens=2 + 8 + 3, verified=verified))
+    with_suffix, without = policies
+    assert with_suffix.suffix_calibration.accepted == 0 and with_suffix.suffix_calibration.estimated == 8
+    assert with_suffix.depths.acceptance.survivals("a", 3) == without.depths.acceptance.survivals("a", 3)
