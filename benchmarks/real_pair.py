@@ -120,15 +120,18 @@ def setup_for(pair: Path, args) -> sweep.Setup:
 
 
 def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path,
-              settings: dict[str, dict] | None = None) -> list[dict]:
-    """``settings``: more MineDraft settings of some engines, by name."""
+              settings: dict[str, dict] | None = None, speculative: dict[str, dict] | None = None) -> list[dict]:
+    """``settings``: more MineDraft settings of some engines, by name; ``speculative``: their speculative
+    config's fields over the draft model's (another method)."""
     warmup = plan[0]["command"]["prompts"][:1] * 2
     specs = {name: sweep.worker_spec(setup, "real", mode, k, warmup) for name, (mode, k) in engines.items()}
     for name, more in (settings or {}).items():
         if name in specs:
             specs[name][0]["engine"]["additional_config"]["minedraft"].update(more)
-    if "vllm_depth_table" in specs:
-        specs["vllm_depth_table"][0]["engine"]["speculative_config"]["num_speculative_tokens_per_batch_size"] = VLLM_TABLE
+    for name, fields in {"vllm_depth_table": {"num_speculative_tokens_per_batch_size": VLLM_TABLE},
+                         **(speculative or {})}.items():
+        if name in specs:
+            specs[name][0]["engine"]["speculative_config"].update(fields)
     pool = sweep.Pool(max_alive=len(specs), log_dir=log_dir)
     names, samples = list(specs), []
     try:

@@ -177,7 +177,7 @@ class SpeculationPolicy:
         num_verified = sum(1 for r in view.requests if r.decoding and not r.on_lane
                            and not (parallel and r.held_if_parallel))
         survivals = {rid: self._model_survivals(rid, n) for rid, n in kept.items() if n}
-        threshold = self._threshold(num_verified, survivals) if weighs and survivals else 0.0
+        threshold = self._threshold(num_verified, survivals) if weighs else 0.0
         suffix = {}  # the requests that verify the second source's drafts: their survivals
         for rid, probs in raw.items():
             own = self.suffix_calibration.survivals(probs)

@@ -1,0 +1,218 @@
+"""The best drafter for each request, on the real pair: suffix decoding beside the draft model (``hybrid``).
+
+Loads, each at N = 1, 4, 16 requests, every request ``--output-tokens`` long:
+
+* edit: the prompt holds a function of Python's standard library (110-920 tokens) and asks for it back
+  renamed, greedy: the answer copies its prompt, which suffix decoding drafts deep and almost free;
+* code: a function written from a one-line task, greedy (the draft model predicts it; little to copy);
+* prose: a short story sampled at temperature 1 (neither may pay);
+* mixed: the three in turn in one batch (edit, code, prose, edit, ...), each at its own temperature.
+
+Engines, alive two at a time (group A: ``no_sd``, the target alone, and ``hybrid``, MineDraft's default at
+k = 3 with ``hybrid: {"method": "suffix", "num_speculative_tokens": 16}``; every other group one static
+choice beside a twin of the target alone that scales its rates to group A's, phase by phase and round by
+round, as in real_pair.py): stock SD with the draft model at k = 1 and k = 3, with suffix decoding (k = 16)
+and with n-gram matching (k = 3). Reported, medians over rounds: each engine's tok/s per load and N; the
+hybrid against the best single-method static choice there.
+
+    python -m benchmarks.hybrid_pair                   # ~2.5 h on 2 cores (bf16 where native)
+    python -m benchmarks.hybrid_pair --groups ABDE --concurrency 1,4 --output-tokens 64   # ~30 min
+    python -m benchmarks.hybrid_pair --replot
+
+Writes ``benchmarks/results/cpu/real_pair/hybrid_pair.json`` and ``hybrid_pair.png``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import runner, sweep
+from benchmarks.real_pair import PAIR_DIR, prompt_texts, run_group, setup_for
+
+HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
+GROUPS = {"A": {"no_sd": ("no_sd", None), "hybrid": ("minedraft_auto", 3)},
+          "B": {"stock_sd_k1": ("stock_sd", 1), "no_sd_B": ("no_sd", None)},
+          "C": {"stock_sd_k3": ("stock_sd", 3), "no_sd_C": ("no_sd", None)},
+          "D": {"stock_suffix": ("stock_sd", 16), "no_sd_D": ("no_sd", None)},
+          "E": {"stock_ngram": ("stock_sd", 3), "no_sd_E": ("no_sd", None)}}
+OTHER_METHODS = {"stock_suffix": {"method": "suffix", "model": None},
+                 "stock_ngram": {"method": "ngram", "model": None, "prompt_lookup_min": 2, "prompt_lookup_max": 5}}
+GROUP_OF = {engine: group for group, engines in GROUPS.items() for engine in engines}
+STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram")
+LOADS = ("edit", "code", "prose", "mixed")
+CONCURRENCY = (1, 4, 16)
+TEMPERATURE = {"edit": 0.0, "code": 0.0, "prose": 1.0}
+OUT = runner.CPU_RESULTS / "real_pair"
+MAX_MODEL_LEN = 2048  # the longest edit prompt (920 tokens) with its answer and 16 drafts
+
+# Functions of Python's standard library whose source the edit prompts quote.
+_EDITED = ("textwrap.TextWrapper._wrap_chunks", "textwrap.dedent", "urllib.parse.urlsplit",
+           "shlex.split", "fnmatch.translate", "heapq.merge", "ipaddress.ip_address", "statistics.median",
+           "string.capwords", "glob.glob", "difflib.get_close_matches", "base64.b64encode",
+           "calendar.monthcalendar", "colorsys.rgb_to_hls", "html.escape", "copy.deepcopy")
+
+
+def _source(dotted: str) -> tuple[str, str]:
+    import importlib
+
+    module, *attrs = dotted.split(".")
+    obj = importlib.import_module(module)
+    for i, attr in enumerate(attrs):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:  # a submodule (json.encoder)
+            obj = importlib.import_module(".".join([module, *attrs[:i + 1]]))
+    return obj.__name__, inspect.getsource(obj)
+
+
+def edit_texts(n: int) -> list[str]:
+    texts = []
+    for i in range(n):
+        name, source = _source(_EDITED[i % len(_EDITED)])
+        texts.append(f"# Request {i}.\n```python\n{source}```\n\nRename the function `{name}` to `{name}_v2` and "
+                     "change nothing else. Return the whole function.\n\n```python\n")
+    return texts
+
+
+def workload(target: Path, output_tokens: int, concurrency: tuple[int, ...] = CONCURRENCY) -> list[dict]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(target))
+    n = max(concurrency)
+    texts = {"edit": edit_texts(n), "code": prompt_texts("code", n), "prose": prompt_texts("prose", n)}
+    prompts = {kind: [tokenizer(t)["input_ids"] for t in ts] for kind, ts in texts.items()}
+    plan = []
+    for load in LOADS:
+        for requests in concurrency:
+            kinds = [("edit", "code", "prose")[i % 3] if load == "mixed" else load for i in range(requests)]
+            # A mixed batch takes each kind's prompts in order: no two of its requests share text.
+            seen = {kind: 0 for kind in TEMPERATURE}
+            batch = []
+            for kind in kinds:
+                batch.append(prompts[kind][seen[kind]])
+                seen[kind] += 1
+            plan.append({"index": len(plan), "part": load, "text": load, "requests": requests,
+                         "command": {"prompts": batch, "output_tokens": output_tokens,
+                                     "temperature": [TEMPERATURE[k] for k in kinds]}})
+    return plan
+
+
+def summarize(samples: list[dict]) -> dict:
+    """Per round, each group's rates on group A's scale (times the ratio of the two targets alone); then, per
+    load and N, medians over rounds of each engine's tok/s and of the hybrid / the best static choice."""
+    by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
+    engines = sorted({s["engine"] for s in samples if not s["engine"].startswith("no_sd_")})
+    static = [e for e in STATIC if e in engines]
+    rows = {}
+    for phase in sorted({s["phase"] for s in samples}):
+        first = next(s for s in samples if s["phase"] == phase)
+        rates = {e: [] for e in engines}
+        ratios, best = [], []
+        for r in sorted({s["round"] for s in samples if s["phase"] == phase and s["engine"] == "no_sd"}):
+            tokens = by[("no_sd", r, phase)]["generated_tokens"]
+
+            def seconds(engine: str) -> float:
+                group = GROUP_OF[engine]
+                own = by[(engine, r, phase)]["elapsed_s"]
+                if group == "A":
+                    return own
+                return own * by[("no_sd", r, phase)]["elapsed_s"] / by[(f"no_sd_{group}", r, phase)]["elapsed_s"]
+
+            round_rates = {e: tokens / seconds(e) for e in engines if (e, r, phase) in by}
+            for e, rate in round_rates.items():
+                rates[e].append(rate)
+            top = max((e for e in static if e in round_rates), key=round_rates.__getitem__)
+            best.append(top)
+            if "hybrid" in round_rates:
+                ratios.append(round_rates["hybrid"] / round_rates[top])
+        hybrid = [s for s in samples if s["engine"] == "hybrid" and s["phase"] == phase]
+        counters = [s["counters"] for s in hybrid]
+        rows[f"{first['text']} N={first['requests']}"] = {
+            "load": first["text"], "requests": first["requests"],
+            "tok_s": {e: statistics.median(v) for e, v in rates.items() if v},
+            "best_static": best, "hybrid_vs_best_static": statistics.median(ratios) if ratios else None,
+            "rounds": ratios,
+            "hybrid_suffix_share": _share(counters)}
+    return rows
+
+
+def _share(counters: list[dict]) -> dict | None:
+    """The hybrid's requests verified with suffix drafts, and drafts accepted per source, over its rounds."""
+    if not counters:
+        return None
+    total = {k: sum(c.get(k, 0.0) for c in counters) for k in counters[0]}
+    drafts, accepted = total["vllm:spec_decode_num_draft_tokens"], total["vllm:spec_decode_num_accepted_tokens"]
+    suffix_d, suffix_a = total.get("minedraft:suffix_drafts", 0.0), total.get("minedraft:suffix_accepted", 0.0)
+    return {"suffix_requests": total.get("minedraft:suffix_requests", 0.0), "suffix_drafts": suffix_d,
+            "suffix_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a}
+
+
+def markdown(summary: dict, meta: dict) -> str:
+    engines = [e for e in ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
+               if any(e in row["tok_s"] for row in summary.values())]
+    lines = [f"{meta['device']}, {meta['models']}, {meta['output_tokens']} output tokens, medians of "
+             f"{meta['rounds']} rounds (tok/s).", "",
+             "| load | " + " | ".join(engines) + " | hybrid / best static |",
+             "|---" * (len(engines) + 2) + "|"]
+    for label, row in summary.items():
+        ratio = row["hybrid_vs_best_static"]
+        lines.append(f"| {label} | " + " | ".join(f"{row['tok_s'].get(e, float('nan')):.1f}" for e in engines)
+                     + f" | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+    return "\n".join(lines)
+
+
+def plot(summary: dict, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(LOADS), figsize=(4 * len(LOADS), 3.6), sharey=False)
+    engines = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
+    for ax, load in zip(axes, LOADS):
+        rows = [row for row in summary.values() if row["load"] == load]
+        for i, engine in enumerate(engines):
+            xs = [j + (i - 2.5) * 0.13 for j, row in enumerate(rows) if engine in row["tok_s"]]
+            ax.bar(xs, [row["tok_s"][engine] for row in rows if engine in row["tok_s"]], width=0.13, label=engine,
+                   color="C3" if engine == "hybrid" else "k" if engine == "no_sd" else f"C{i}")
+        ax.set_xticks(range(len(rows)), [f"N={row['requests']}" for row in rows])
+        ax.set(title=load, ylabel="output tok/s")
+    axes[0].legend(fontsize=7)
+    return runner.save(fig, path, dpi=120)
+
+
+def measure(args) -> dict:
+    if not (args.pair / "done").exists():
+        sys.exit(f"hybrid_pair: no real pair in {args.pair}; build it with ../shared/tools/real-pair.sh")
+    setup = setup_for(args.pair, args)
+    setup.engine["max_model_len"] = MAX_MODEL_LEN
+    plan = workload(args.pair / "target", args.output_tokens, args.concurrency)
+    log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-hybrid-pair-"))
+    print(f"worker logs: {log_dir}", flush=True)
+    started, samples = time.perf_counter(), []
+    for group in args.groups:
+        samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir, settings={"hybrid": HYBRID},
+                             speculative=OTHER_METHODS)
+    meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"],
+                       output_tokens=args.output_tokens, rounds=args.rounds, loads=LOADS, concurrency=args.concurrency,
+                       edited=_EDITED, groups=args.groups)
+    return {"meta": meta, "summary": summarize(samples), "samples": samples}
+
+
+def main(argv=None) -> None:
+    parser = runner.parser(__doc__, rounds=2)
+    parser.add_argument("--pair", type=Path, default=PAIR_DIR, help="real-pair.sh's output folder")
+    parser.add_argument("--output-tokens", type=int, default=96)
+    parser.add_argument("--groups", default="ABCDE", help="which engine groups to run (A with any of B-E)")
+    parser.add_argument("--concurrency", type=lambda text: tuple(int(n) for n in text.split(",")),
+                        default=CONCURRENCY, help="the batch sizes N, comma-separated (default 1,4,16)")
+    args = sweep.inherit_workload(parser.parse_args(argv))
+    path = OUT / "hybrid_pair.json"
+    result = runner.run_or_replot(args, path, lambda: measure(args))
+    runner.report(plot(result["summary"], OUT / "hybrid_pair.png"), markdown(result["summary"], result["meta"]))
+
+
+if __name__ == "__main__":
+    main()
