@@ -146,6 +146,8 @@ def _share(counters: list[dict]) -> dict | None:
     if not counters:
         return None
     total = {k: sum(c.get(k, 0.0) for c in counters) for k in counters[0]}
+    if "minedraft:suffix_drafts" not in total:  # a run before sweep.COUNTERS held the suffix counters
+        return None
     drafts, accepted = total["vllm:spec_decode_num_draft_tokens"], total["vllm:spec_decode_num_accepted_tokens"]
     suffix_d, suffix_a = total.get("minedraft:suffix_drafts", 0.0), total.get("minedraft:suffix_accepted", 0.0)
     return {"suffix_requests": total.get("minedraft:suffix_requests", 0.0), "suffix_drafts": suffix_d,
@@ -155,7 +157,7 @@ def _share(counters: list[dict]) -> dict | None:
 def markdown(summary: dict, meta: dict) -> str:
     engines = [e for e in ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
                if any(e in row["tok_s"] for row in summary.values())]
-    lines = [f"{meta['device']}, {meta['models']}, {meta['output_tokens']} output tokens, medians of "
+    lines = [f"{meta['device_label']}, {meta['models']}, {meta['output_tokens']} output tokens, medians of "
              f"{meta['rounds']} rounds (tok/s).", "",
              "| load | " + " | ".join(engines) + " | hybrid / best static |",
              "|---" * (len(engines) + 2) + "|"]
@@ -176,7 +178,7 @@ def plot(summary: dict, path: Path) -> Path:
         for i, engine in enumerate(engines):
             xs = [j + (i - 2.5) * 0.13 for j, row in enumerate(rows) if engine in row["tok_s"]]
             ax.bar(xs, [row["tok_s"][engine] for row in rows if engine in row["tok_s"]], width=0.13, label=engine,
-                   color="C3" if engine == "hybrid" else "k" if engine == "no_sd" else f"C{i}")
+                   color="C3" if engine == "hybrid" else "k" if engine == "no_sd" else f"C{i + 3}")
         ax.set_xticks(range(len(rows)), [f"N={row['requests']}" for row in rows])
         ax.set(title=load, ylabel="output tok/s")
     axes[0].legend(fontsize=7)
@@ -211,6 +213,9 @@ def main(argv=None) -> None:
     args = sweep.inherit_workload(parser.parse_args(argv))
     path = OUT / "hybrid_pair.json"
     result = runner.run_or_replot(args, path, lambda: measure(args))
+    if args.replot:  # the summary as this version reads the samples
+        result["summary"] = summarize(result["samples"])
+        runner.write_result(path, result, 1)
     runner.report(plot(result["summary"], OUT / "hybrid_pair.png"), markdown(result["summary"], result["meta"]))
 
 
