@@ -40,8 +40,8 @@ from vllm.v1.core.sched.output import SchedulerOutput
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.metrics.stats import SchedulerStats
 from vllm.v1.outputs import DraftTokenIds
-from vllm.v1.spec_decode.metrics import SpecDecodingStats
 from vllm.v1.request import Request, RequestStatus
+from vllm.v1.spec_decode.metrics import SpecDecodingStats
 
 from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
