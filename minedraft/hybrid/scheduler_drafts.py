@@ -1,13 +1,13 @@
 """The second draft source where the scheduler plans a step: drafts from each request's own tokens.
 
 Suffix decoding needs a request's tokens and nothing of the worker's, so it runs in the scheduler, which
-holds them (vLLM's ``Request.all_token_ids``): no worker or lane changes, the same under TP and DP (the
+holds them (vLLM's ``Request.all_token_ids``): no worker or lane changes (not yet run under TP or DP; the
 process drafter, whose draft engine is fed each step's tokens, is refused for now: config/settings.py).
-Before a step is planned, each decoding request gets a
-suffix draft (hybrid/suffix_drafts.py); the policy chooses per request whose drafts the target verifies
-(policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
-(``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The
-model drafter still drafts after the step for every request it ran (vLLM's runner drafts its whole batch).
+Before a step is planned, each decoding request gets a suffix draft (hybrid/suffix_drafts.py); the policy
+chooses per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put
+where vLLM's scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies
+and accounts for as any drafts. The model drafter still drafts after the step for every request it ran
+(vLLM's runner drafts its whole batch).
 """
 
 from __future__ import annotations
