@@ -286,3 +286,18 @@ def test_a_skipped_verifying_call_keeps_no_hidden_state_of_a_rejected_draft():
             assert catch_up.skip(with_rejected_drafts(call, skip)) == [[], []]
         batch.advance(call)
     assert head.kv == every.kv and catch_up.caught_up_tokens == 4 and catch_up.hidden_bytes == 0
+
+
+def test_a_skipped_depth_0_call_that_verified_drafts_keeps_no_eagle3_row_of_a_rejected_one():
+    """At depth 0 a step verifies drafts only from a second source (hybrid/); EAGLE-3's skipped calls pass
+    their auxiliary layers as a tuple, joined here: the rows of the rejected drafts are dropped there too."""
+    batch = Batch({"a": 4, "b": 6})
+    catch_up = batch.catch_up(FakeEagleHead())
+    call = with_rejected_drafts(batch.step(["a", "b"], 0, 8), [2, 1])
+    hidden = call.kwargs["target_hidden_states"]
+    tupled = ProposeCall(call.req_ids, (), {**call.kwargs, "target_hidden_states": (hidden, hidden + 1)}, 0)
+    rows = catch_up._hidden_rows(tupled)
+    starts = call.kwargs["common_attn_metadata"].query_start_loc_cpu.tolist()
+    assert [len(r) for r in rows] == [starts[1] - 2, starts[2] - starts[1] - 1]
+    assert all((r[:, :hidden.shape[1]] != -9.0).all() for r in rows)  # no rejected draft's row kept
+    assert all(r.shape[1] == 2 * hidden.shape[1] for r in rows)  # the layers joined
