@@ -20,28 +20,43 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 # The calibration's prior, in estimated tokens: until suffix drafts worth this many were verified, the
-# tree's counts are taken at their word (arctic-inference's own use of its score).
+# tree's counts are taken at their word (arctic-inference's own use of its score); a request's own
+# calibration starts from every request's.
 PRIOR_TOKENS = 8.0
 
 
 class SuffixCalibration:
-    """How many tokens the target accepted of suffix drafts per token their counts estimated."""
+    """How many tokens the target accepted of suffix drafts per token their counts estimated: over every
+    request, and per request, starting from every request's (text that repeats itself and text that does
+    not share a batch: the one's matches must not lend the other's their credit)."""
 
     def __init__(self) -> None:
         self.estimated = 0.0
         self.accepted = 0.0
+        self._own: dict[str, tuple[float, float]] = {}  # per request: estimated, accepted
 
     @property
     def factor(self) -> float:
+        """Every request's."""
         return (self.accepted + PRIOR_TOKENS) / (self.estimated + PRIOR_TOKENS)
 
-    def survivals(self, probs: Sequence[float]) -> list[float]:
-        factor = self.factor
+    def factor_of(self, req_id: str) -> float:
+        estimated, accepted = self._own.get(req_id, (0.0, 0.0))
+        return (accepted + PRIOR_TOKENS * self.factor) / (estimated + PRIOR_TOKENS)
+
+    def survivals(self, req_id: str, probs: Sequence[float]) -> list[float]:
+        factor = self.factor_of(req_id)
         return [min(1.0, p * factor) for p in probs]
 
-    def observe(self, estimated: float, accepted: int) -> None:
+    def observe(self, req_id: str, estimated: float, accepted: int) -> None:
         self.estimated += estimated
         self.accepted += accepted
+        own_estimated, own_accepted = self._own.get(req_id, (0.0, 0.0))
+        self._own[req_id] = (own_estimated + estimated, own_accepted + accepted)
+
+    def release(self, req_ids: Sequence[str]) -> None:
+        for req_id in req_ids:
+            self._own.pop(req_id, None)
 
 
 def worth(survivals: Sequence[float], threshold: float) -> float:

@@ -121,6 +121,7 @@ class SpeculationPolicy:
         self.limits.release(finished)
         for rid in finished:
             self._skipped.pop(rid, None)
+        self.suffix_calibration.release(finished)
         if self.depths is not None:  # the finished ones join the prior of the requests after them
             self.depths.acceptance.release(finished)
         rechecks, first = self._choose_depth(view)
@@ -180,7 +181,7 @@ class SpeculationPolicy:
         threshold = self._threshold(num_verified, survivals) if weighs else 0.0
         suffix = {}  # the requests that verify the second source's drafts: their survivals
         for rid, probs in raw.items():
-            own = self.suffix_calibration.survivals(probs)
+            own = self.suffix_calibration.survivals(rid, probs)
             if worth(own, threshold) > worth(survivals.get(rid, ()), threshold):
                 suffix[rid] = survivals[rid] = own
                 kept[rid] = 0  # its model drafts are not verified
@@ -244,7 +245,7 @@ class SpeculationPolicy:
             verified = [v for v in verified if v.req_id not in plan.suffix_drafts]
             for v in result.verified:
                 if v.req_id in plan.suffix_drafts:
-                    self.suffix_calibration.observe(self._suffix_estimated.get(v.req_id, 0.0), v.accepted)
+                    self.suffix_calibration.observe(v.req_id, self._suffix_estimated.get(v.req_id, 0.0), v.accepted)
         if self.depths is not None:
             self.depths.observe_verification(verified)
         catch_up = self._count_catch_up(result)

@@ -66,10 +66,22 @@ def test_hybrid_beside_a_greedy_model_drafter_is_accepted():
 
 def test_the_calibration_scales_the_tree_s_estimates_by_what_was_accepted():
     calibration = SuffixCalibration()
-    assert calibration.survivals([0.9, 0.5]) == [0.9, 0.5]  # no verification yet: the counts at their word
-    calibration.observe(estimated=3 * PRIOR_TOKENS, accepted=0)
+    assert calibration.survivals("a", [0.9, 0.5]) == [0.9, 0.5]  # no verification yet: the counts at their word
+    calibration.observe("a", estimated=3 * PRIOR_TOKENS, accepted=0)
     assert calibration.factor == pytest.approx(0.25)
-    assert calibration.survivals([0.8]) == [pytest.approx(0.2)]
+    assert calibration.survivals("new", [0.8]) == [pytest.approx(0.2)]  # a new request: every request's
+
+
+def test_a_request_s_own_misses_do_not_discount_another_s_matches():
+    """Prose beside an edit in one batch: the prose request's suffix drafts are rejected, the edit's accepted."""
+    calibration = SuffixCalibration()
+    for _ in range(4):
+        calibration.observe("prose", estimated=4.0, accepted=0)
+        calibration.observe("edit", estimated=4.0, accepted=4)
+    assert calibration.factor == pytest.approx((16 + 8) / (32 + 8))
+    assert calibration.factor_of("prose") < 0.25 < 0.85 < calibration.factor_of("edit")  # both 0.6 over all
+    calibration.release(["prose"])
+    assert calibration.factor_of("prose") == pytest.approx(calibration.factor)  # an id used again starts afresh
 
 
 def test_a_source_is_worth_its_paying_drafts_above_the_threshold():
