@@ -14,7 +14,8 @@ distribution workload beside long greedy requests, with a step-cost model the te
 (tests/e2e/policy_hooks.py) under which drafting pays for the greedy requests and the sampled ones' drafts
 do not: each request's cut trims the latter. Each engine runs in
 its own subprocess (this file run as a child, :mod:`harness.child`, one engine per process, several workloads
-per engine), like :mod:`harness.sidebyside`.
+per engine), like :mod:`harness.sidebyside`, two at a time on a core each (``two_at_a_time``) but the
+process drafter's.
 
 vLLM 0.32.0 on CPU cannot chunk the prefill of a seeded request (the runner
 rewinds the request's generator with ``set_offset``, which a CPU
@@ -26,11 +27,14 @@ covered by ``test_exactness.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 from pathlib import Path
 
 import pytest
 
 from harness.child import run_once, serve
+from harness.sidebyside import two_at_a_time
 
 K = 3
 MAX_MODEL_LEN = 1024
@@ -320,8 +324,21 @@ def make_handler(spec: dict):
 # Test side
 # --------------------------------------------------------------------------
 
-def run_child(tmp_dir: Path, spec: dict) -> dict:
-    return run_once([__file__], {"name": spec["mode"], **spec}, log_dir=tmp_dir, timeout_s=CHILD_TIMEOUT)
+def run_child(tmp_dir: Path, spec: dict, env: dict[str, str] | None = None) -> dict:
+    return run_once([__file__], {"name": spec["mode"], **spec}, log_dir=tmp_dir, env=env, timeout_s=CHILD_TIMEOUT)
+
+
+# The engines that may share the machine, one core each (two_at_a_time), in the order they start: the target
+# alone first, then those that need nothing of it, then those that stop where it picked (its stop_picks).
+PAIRED = {"target": {"workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram", "carriers"]},
+          "minedraft_async": {"timeout": 600}, "minedraft_eagle3_async": {"timeout": 600},
+          "minedraft_default": {"workloads": ["dist"]}, "minedraft_ngram": {"workloads": ["ngram"]},
+          "stock_sd": {"workloads": ["stop", "dist"], "stops": True},
+          "minedraft": {"workloads": ["stop", "dist"], "stops": True},
+          "minedraft_probabilistic": {"workloads": ["stop", "dist"], "stops": True}}
+# The process drafter's engines run alone: they place the target and the draft engine on cores themselves.
+ALONE = {"minedraft_process": {"workloads": ["stop", "dist"], "stops": True},
+         "minedraft_process_async": {"timeout": 600}}
 
 
 @pytest.fixture(scope="module")
@@ -330,58 +347,46 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def target(workdir):
-    return run_child(workdir, {"mode": "target",
-                                "workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram", "carriers"]})
+def feature_runs(workdir) -> dict[str, dict]:
+    """Every mode's engine, run once for the module: two at a time where they may share the machine."""
+    target_done = threading.Event()
+    results: dict[str, dict | Exception] = {}
+
+    def run(mode: str, options: dict, env: dict[str, str]) -> dict | Exception:
+        spec = {"mode": mode, **{k: v for k, v in options.items() if k != "stops"}}
+        try:
+            if options.get("stops"):
+                target_done.wait()  # started after the target (PAIRED's order): waits on a running engine
+                if isinstance(results.get("target"), Exception):
+                    raise RuntimeError("the target alone's engine failed: no stop picks to run with")
+                spec["stop_picks"] = results["target"]["stop_picks"]
+            results[mode] = run_child(workdir, spec, env)
+        except Exception as e:  # the tests of this mode fail with it (its fixture raises), the others run
+            results[mode] = e
+        finally:
+            if mode == "target":
+                target_done.set()
+        return results[mode]
+
+    paired = two_at_a_time({mode: functools.partial(run, mode, options) for mode, options in PAIRED.items()})
+    return {**paired, **{mode: run(mode, options, {}) for mode, options in ALONE.items()}}
 
 
-@pytest.fixture(scope="module")
-def stock_sd(workdir, target):
-    return run_child(workdir, {"mode": "stock_sd", "workloads": ["stop", "dist"],
-                               "stop_picks": target["stop_picks"]})
+def _fixture_of(mode: str):
+    @pytest.fixture(scope="module", name=mode)
+    def fixture(feature_runs):
+        if isinstance(feature_runs[mode], Exception):
+            raise feature_runs[mode]
+        return feature_runs[mode]
+
+    return fixture
 
 
-@pytest.fixture(scope="module")
-def minedraft(workdir, target):
-    return run_child(workdir, {"mode": "minedraft", "workloads": ["stop", "dist"],
-                               "stop_picks": target["stop_picks"]})
-
-
-@pytest.fixture(scope="module")
-def minedraft_process(workdir, target):
-    return run_child(workdir, {"mode": "minedraft_process", "workloads": ["stop", "dist"],
-                               "stop_picks": target["stop_picks"]})
-
-
-@pytest.fixture(scope="module")
-def minedraft_default(workdir, target):
-    return run_child(workdir, {"mode": "minedraft_default", "workloads": ["dist"]})
-
-
-@pytest.fixture(scope="module")
-def minedraft_probabilistic(workdir, target):
-    return run_child(workdir, {"mode": "minedraft_probabilistic", "workloads": ["stop", "dist"],
-                               "stop_picks": target["stop_picks"]})
-
-
-@pytest.fixture(scope="module")
-def minedraft_async(workdir):
-    return run_child(workdir, {"mode": "minedraft_async", "timeout": 600})
-
-
-@pytest.fixture(scope="module")
-def minedraft_process_async(workdir):
-    return run_child(workdir, {"mode": "minedraft_process_async", "timeout": 600})
-
-
-@pytest.fixture(scope="module")
-def minedraft_eagle3_async(workdir):
-    return run_child(workdir, {"mode": "minedraft_eagle3_async", "timeout": 600})
-
-
-@pytest.fixture(scope="module")
-def minedraft_ngram(workdir):
-    return run_child(workdir, {"mode": "minedraft_ngram", "workloads": ["ngram"]})
+target, stock_sd, minedraft, minedraft_process, minedraft_default, minedraft_probabilistic = map(
+    _fixture_of, ["target", "stock_sd", "minedraft", "minedraft_process", "minedraft_default",
+                  "minedraft_probabilistic"])
+minedraft_async, minedraft_process_async, minedraft_eagle3_async, minedraft_ngram = map(
+    _fixture_of, ["minedraft_async", "minedraft_process_async", "minedraft_eagle3_async", "minedraft_ngram"])
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

@@ -20,6 +20,8 @@ parallel steps, and as many drafts accepted as stock SD (within a tenth), which 
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from harness.sidebyside import steps_by_depth
@@ -34,27 +36,51 @@ PROCESS_DRAFTER_RUN = {"pard", "dflash"}  # also run pinned to parallel steps wi
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 
 
-@pytest.fixture(scope="module", params=list(CASES))
-def method_runs(request, method_checkpoints, targets_alone):
-    name = request.param
+HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
+
+
+def _target_and_spec(method_checkpoints, name: str) -> tuple[str, dict]:
     if name == "suffix":
-        pytest.importorskip("arctic_inference.suffix_decoding", reason="the suffix extra (make setup installs it)")
-        target, spec = method_checkpoints.target, {"method": "suffix", "num_speculative_tokens": CASES[name]}
-    else:
-        target = method_checkpoints.target_for(name)
-        spec = method_checkpoints.speculative_config(name, CASES[name])
-    jobs = {mode: {"mode": mode, "target": target, "spec": spec} for mode in MODES}
-    if name in VERIFIED_DEPTH_RUN:
-        jobs["minedraft_auto_verified_depth"] = {"mode": "minedraft_auto", "target": target, "spec": spec,
-                                                 "minedraft": {"speculation_depth": "auto"}}
-    if target not in targets_alone.runs:
-        jobs["no_sd"] = {"mode": "no_sd", "target": target, "spec": None}
-    runs = run_specs(jobs)
-    if "no_sd" in runs:
-        targets_alone.keep(target, runs.pop("no_sd"))
-    if name in PROCESS_DRAFTER_RUN:  # alone: it places the target and the drafter on cores itself
-        runs["minedraft_parallel_process"] = run_spec("minedraft_parallel", target, spec, minedraft=PROCESS_DRAFTER)
-    return name, targets_alone(target), runs
+        return method_checkpoints.target, {"method": "suffix", "num_speculative_tokens": CASES[name]}
+    return method_checkpoints.target_for(name), method_checkpoints.speculative_config(name, CASES[name])
+
+
+@pytest.fixture(scope="module")
+def every_method_run(method_checkpoints, targets_alone) -> dict[str, dict[str, dict]]:
+    """Every case's runs, case -> mode -> result: all engines two at a time in one pool (a case's three or
+    four alone would leave a core idle while its last one runs), the process drafter's alone."""
+    jobs, targets = {}, {}
+    for name in CASES:
+        if name == "suffix" and not HAS_SUFFIX:
+            continue
+        target, spec = _target_and_spec(method_checkpoints, name)
+        targets[name] = (target, spec)
+        jobs.update({(name, mode): {"mode": mode, "target": target, "spec": spec} for mode in MODES})
+        if name in VERIFIED_DEPTH_RUN:
+            jobs[name, "minedraft_auto_verified_depth"] = {"mode": "minedraft_auto", "target": target, "spec": spec,
+                                                           "minedraft": {"speculation_depth": "auto"}}
+    for target in {target for target, _ in targets.values()} - set(targets_alone.runs):
+        jobs["no_sd", target] = {"mode": "no_sd", "target": target, "spec": None}
+    results = run_specs(jobs)
+    runs: dict[str, dict[str, dict]] = {name: {} for name in targets}
+    for (name, mode), result in results.items():
+        if name == "no_sd":
+            targets_alone.keep(mode, result)
+        else:
+            runs[name][mode] = result
+    for name in PROCESS_DRAFTER_RUN & set(targets):  # alone: it places the target and the drafter on cores itself
+        runs[name]["minedraft_parallel_process"] = run_spec("minedraft_parallel", *targets[name],
+                                                            minedraft=PROCESS_DRAFTER)
+    return {name: {**runs[name], "alone": targets_alone(targets[name][0])} for name in runs}
+
+
+@pytest.fixture(params=list(CASES))
+def method_runs(request, every_method_run):
+    name = request.param
+    if name == "suffix" and not HAS_SUFFIX:
+        pytest.skip("the suffix extra (make setup installs it)")
+    runs = dict(every_method_run[name])
+    return name, runs.pop("alone"), runs
 
 
 def test_every_mode_is_exact(method_runs):
