@@ -7,7 +7,7 @@ import pytest
 
 from harness.sidebyside import run_mode
 from modelkit import build_kit
-from tests.e2e.method_runs import run_spec
+from tests.e2e.method_runs import run_spec, run_specs
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +26,7 @@ def method_checkpoints():
 
 class TargetsAlone:
     """``targets_alone(target)``: the target alone's run on the 24-request mix, once per target. A fixture
-    that runs engines side by side (``method_runs.run_specs``) may run it among them and ``keep`` it."""
+    that runs engines side by side runs it among them: ``beside(jobs, targets)``."""
 
     def __init__(self) -> None:
         self.runs: dict[str, dict] = {}
@@ -36,8 +36,14 @@ class TargetsAlone:
             self.runs[target] = run_spec("no_sd", target, None)
         return self.runs[target]
 
-    def keep(self, target: str, result: dict) -> None:
-        self.runs.setdefault(target, result)
+    def beside(self, jobs: dict, targets) -> dict:
+        """``method_runs.run_specs(jobs)``, two engines at a time, with the runs alone of those of ``targets``
+        not run yet among them (kept here, not returned)."""
+        missing = set(targets) - set(self.runs)
+        results = run_specs({**jobs, **{("no_sd", t): {"mode": "no_sd", "target": t, "spec": None} for t in missing}})
+        for target in missing:
+            self.runs[target] = results.pop(("no_sd", target))
+        return results
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from modelkit import build_kit
-from tests.e2e.method_runs import mismatched, run_specs
+from tests.e2e.method_runs import mismatched
 
 STOCK_PATH_LINE = "MineDraft runs its stock path"
 MODE = "minedraft_parallel"
@@ -32,12 +32,7 @@ def test_the_stock_path_is_exact_and_says_why(kit, targets_alone, tmp_path):
     spec = {"method": "eagle3", "model": kit.eagle3, "num_speculative_tokens": 3,
             "disable_padded_drafter_batch": True}
     jobs = {"stock_path": {"mode": MODE, "target": kit.target, "spec": spec, "log_dir": tmp_path}}
-    if kit.target not in targets_alone.runs:  # side by side with it, a core each
-        jobs["no_sd"] = {"mode": "no_sd", "target": kit.target, "spec": None}
-    runs = run_specs(jobs)
-    if "no_sd" in runs:
-        targets_alone.keep(kit.target, runs["no_sd"])
-    result = runs["stock_path"]
+    result = targets_alone.beside(jobs, [kit.target])["stock_path"]  # a core each
     differ = mismatched(targets_alone(kit.target), result)
     assert not differ, f"requests {differ} differ from the target alone"
     said = [line for line in (tmp_path / f"{MODE}.log").read_text().splitlines() if STOCK_PATH_LINE in line]

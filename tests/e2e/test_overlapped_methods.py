@@ -25,7 +25,7 @@ import importlib.util
 import pytest
 
 from harness.sidebyside import steps_by_depth
-from tests.e2e.method_runs import mismatched, run_spec, run_specs
+from tests.e2e.method_runs import mismatched, run_spec
 
 # name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
 CASES = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "dflash": 3, "suffix": 3}
@@ -46,32 +46,25 @@ def _target_and_spec(method_checkpoints, name: str) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def every_method_run(method_checkpoints, targets_alone) -> dict[str, dict[str, dict]]:
-    """Every case's runs, case -> mode -> result: all engines two at a time in one pool (a case's three or
-    four alone would leave a core idle while its last one runs), the process drafter's alone."""
+def every_method_run(method_checkpoints, targets_alone) -> dict[str, tuple[dict, dict[str, dict]]]:
+    """Every case's runs, case -> (the target alone's, mode -> result): all engines two at a time in one pool
+    (a case's three or four alone would leave a core idle while its last one runs), the process drafter's alone."""
     jobs, targets = {}, {}
     for name in CASES:
         if name == "suffix" and not HAS_SUFFIX:
             continue
-        target, spec = _target_and_spec(method_checkpoints, name)
-        targets[name] = (target, spec)
+        target, spec = targets[name] = _target_and_spec(method_checkpoints, name)
         jobs.update({(name, mode): {"mode": mode, "target": target, "spec": spec} for mode in MODES})
         if name in VERIFIED_DEPTH_RUN:
             jobs[name, "minedraft_auto_verified_depth"] = {"mode": "minedraft_auto", "target": target, "spec": spec,
                                                            "minedraft": {"speculation_depth": "auto"}}
-    for target in {target for target, _ in targets.values()} - set(targets_alone.runs):
-        jobs["no_sd", target] = {"mode": "no_sd", "target": target, "spec": None}
-    results = run_specs(jobs)
     runs: dict[str, dict[str, dict]] = {name: {} for name in targets}
-    for (name, mode), result in results.items():
-        if name == "no_sd":
-            targets_alone.keep(mode, result)
-        else:
-            runs[name][mode] = result
+    for (name, mode), result in targets_alone.beside(jobs, [target for target, _ in targets.values()]).items():
+        runs[name][mode] = result
     for name in PROCESS_DRAFTER_RUN & set(targets):  # alone: it places the target and the drafter on cores itself
         runs[name]["minedraft_parallel_process"] = run_spec("minedraft_parallel", *targets[name],
                                                             minedraft=PROCESS_DRAFTER)
-    return {name: {**runs[name], "alone": targets_alone(targets[name][0])} for name in runs}
+    return {name: (targets_alone(targets[name][0]), runs[name]) for name in runs}
 
 
 @pytest.fixture(params=list(CASES))
@@ -79,8 +72,7 @@ def method_runs(request, every_method_run):
     name = request.param
     if name == "suffix" and not HAS_SUFFIX:
         pytest.skip("the suffix extra (make setup installs it)")
-    runs = dict(every_method_run[name])
-    return name, runs.pop("alone"), runs
+    return name, *every_method_run[name]
 
 
 def test_every_mode_is_exact(method_runs):
