@@ -46,8 +46,12 @@ demo: setup
 	$(PY) -m harness.demo
 
 # Every tier, as CI runs it. Benchmarks run once here (--benchmark-disable) so they keep working.
+# Two pytest-xdist workers, a file at a time each, each on its own core (tests/conftest.py's pin_worker):
+# most of the e2e tier's time is engine starts, one thread's work each.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadfile
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --benchmark-disable --durations=20 tests benchmarks
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) --benchmark-disable --durations=20 tests benchmarks
 
 # The tiers, fastest first (markers set by folder in tests/conftest.py; `pytest -m` works too).
 # No vLLM engine, about 1 min; starting an engine fails the test (tests/unit/engine_guard.py).
@@ -56,7 +60,7 @@ test-unit: setup
 
 # Real engines on CPU (the e2e tier of `make test`).
 test-e2e: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests/e2e
+	$(PY) -m pytest -q -p no:cacheprovider $(XDIST) -m e2e tests/e2e
 
 # 2,000 requests through `minedraft serve` with aborts and disconnects (~4 min; also in `make test`).
 soak: setup

@@ -5,8 +5,13 @@
 tiers, fastest first (``tests/gpu``: CUDA only, skipped elsewhere); their markers are registered in pyproject.toml and set
 here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
 anyone marking a test by hand.
+
+``make test`` runs the files in two pytest-xdist workers (``--dist loadfile``: a file's tests, and so
+its module-scoped engines, stay in one worker); :func:`pin_worker` gives each worker its share of the
+cores.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,29 @@ import pytest
 from harness.environment import PYTEST_ENV, set_defaults
 
 set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft's default mode unless a test pins one
+
+
+def pin_worker() -> None:
+    """Under pytest-xdist, this worker and every engine it starts on its share of this process's cores
+    (worker i of n: every n-th core from the i-th), its engines' OpenMP threads bound there too unless
+    ``VLLM_CPU_OMP_THREADS_BIND`` is set. Why: an engine start is mostly one thread's imports, so two
+    workers on two cores start engines twice as fast, but vLLM binds an unbound engine to the same
+    first core in every process. A test that binds its engines itself (tensor parallel, the process
+    drafter, the disaggregated pair) still does, sharing a core with the other worker's engine for
+    that while: slower, not different (greedy tokens do not depend on it)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+    if not worker:
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    share = cores[int(worker.removeprefix("gw")) % workers::workers]
+    if len(cores) < workers or not share:
+        return  # fewer cores than workers: the OS shares them
+    os.sched_setaffinity(0, share)
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, share)))
+
+
+pin_worker()
 TESTS = Path(__file__).resolve().parent
 
 TIERS = ("unit", "e2e", "soak", "upstream", "gpu")

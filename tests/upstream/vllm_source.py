@@ -20,6 +20,7 @@ lacks any of them is fetched again.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -43,7 +44,15 @@ def cache_dir() -> Path:
 
 
 def fetch(dest: Path) -> Path:
-    """``dest`` holding what ``KEEP`` names of vLLM's sdist (fetched only if missing)."""
+    """``dest`` holding what ``KEEP`` names of vLLM's sdist (fetched only if missing). Several processes
+    may ask at once (``make test``'s two workers): one fetches, the others wait for it (a lock beside ``dest``)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest.with_name(dest.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return _fetch_unlocked(dest)
+
+
+def _fetch_unlocked(dest: Path) -> Path:
     if all((dest / name.rstrip("/")).exists() for name in KEEP):
         return dest
     partial = dest.with_name(dest.name + ".partial")
