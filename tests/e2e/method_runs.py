@@ -1,12 +1,14 @@
 """One speculative config (a ``--speculative-config`` dict) through one mode's engine, on the mix cut to 24 requests.
 
-Shared by test_configs_on_stock_path.py and test_overlapped_methods.py: the mix of :mod:`harness.sidebyside`
-(chunked prefill, prefix caching, a KV cache small enough to preempt), cut to 24 requests.
+Shared by test_configs_on_stock_path.py, test_overlapped_methods.py and test_second_target.py: the mix of
+:mod:`harness.sidebyside` (chunked prefill, prefix caching, a KV cache small enough to preempt), cut to 24
+requests; the methods the last two run on their checkpoints (:data:`METHODS`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 
 from harness.sidebyside import run_mode, two_at_a_time
 
@@ -14,6 +16,19 @@ from harness.sidebyside import run_mode, two_at_a_time
 # exactness mix instead (test_overlapped_methods.py and test_second_target.py took 9.8 min with 48, about what
 # they take with 24: engine starts dominate).
 N_REQUESTS = 24
+
+# Every method the two method files run, name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is
+# exact and accepts drafts). Suffix decoding needs no checkpoint, but the ``suffix`` extra (arctic-inference).
+METHODS = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "dflash": 3, "suffix": 3}
+HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
+
+
+def target_and_spec(ckpts, name: str) -> tuple[str, dict]:
+    """The target and the speculative config of method ``name`` at its k of :data:`METHODS`, from ``ckpts``
+    (modelkit's method checkpoints, the kit's or the second target's); suffix decoding drafts for their target."""
+    if name == "suffix":
+        return ckpts.target, {"method": "suffix", "num_speculative_tokens": METHODS[name]}
+    return ckpts.target_for(name), ckpts.speculative_config(name, METHODS[name])
 
 
 def run_spec(mode: str, target: str, spec: dict | None, log_dir=None, minedraft: dict | None = None,

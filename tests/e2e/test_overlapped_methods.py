@@ -20,15 +20,11 @@ parallel steps, and as many drafts accepted as stock SD (within a tenth), which 
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from harness.sidebyside import steps_by_depth
-from tests.e2e.method_runs import mismatched, run_spec
+from tests.e2e.method_runs import HAS_SUFFIX, METHODS, mismatched, run_spec, target_and_spec
 
-# name -> k. MiMo's one MTP layer re-runs for k > 1 (vLLM warns; k = 2 is exact and accepts drafts).
-CASES = {"mtp": 2, "pard": 3, "peagle": 3, "medusa": 3, "dflash": 3, "suffix": 3}
 MODES = ("stock_sd", "minedraft_parallel", "minedraft_auto")
 ACCEPTED_SHARE = 0.9  # of stock SD's accepted drafts
 VERIFIED_DEPTH_RUN = {"peagle"}  # also run under auto with speculation_depth auto
@@ -36,24 +32,15 @@ PROCESS_DRAFTER_RUN = {"pard", "dflash"}  # also run pinned to parallel steps wi
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 
 
-HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
-
-
-def _target_and_spec(method_checkpoints, name: str) -> tuple[str, dict]:
-    if name == "suffix":
-        return method_checkpoints.target, {"method": "suffix", "num_speculative_tokens": CASES[name]}
-    return method_checkpoints.target_for(name), method_checkpoints.speculative_config(name, CASES[name])
-
-
 @pytest.fixture(scope="module")
 def every_method_run(method_checkpoints, targets_alone) -> dict[str, tuple[dict, dict[str, dict]]]:
     """Every case's runs, case -> (the target alone's, mode -> result): all engines two at a time in one pool
     (a case's three or four alone would leave a core idle while its last one runs), the process drafter's alone."""
     jobs, targets = {}, {}
-    for name in CASES:
+    for name in METHODS:
         if name == "suffix" and not HAS_SUFFIX:
             continue
-        target, spec = targets[name] = _target_and_spec(method_checkpoints, name)
+        target, spec = targets[name] = target_and_spec(method_checkpoints, name)
         jobs.update({(name, mode): {"mode": mode, "target": target, "spec": spec} for mode in MODES})
         if name in VERIFIED_DEPTH_RUN:
             jobs[name, "minedraft_auto_verified_depth"] = {"mode": "minedraft_auto", "target": target, "spec": spec,
@@ -67,7 +54,7 @@ def every_method_run(method_checkpoints, targets_alone) -> dict[str, tuple[dict,
     return {name: (targets_alone(targets[name][0]), runs[name]) for name in runs}
 
 
-@pytest.fixture(params=list(CASES))
+@pytest.fixture(params=list(METHODS))
 def method_runs(request, every_method_run):
     name = request.param
     if name == "suffix" and not HAS_SUFFIX:
@@ -104,7 +91,7 @@ def test_the_depth_controller_moves_where_it_chooses(method_runs):
     if name == "mtp":
         assert len(depths) >= 2, (name, depths)
     else:  # every step verified the K drafts made
-        assert set(depths) == {CASES[name]}, (name, depths)
+        assert set(depths) == {METHODS[name]}, (name, depths)
     if "minedraft_auto_verified_depth" in runs:
         verified = steps_by_depth(runs["minedraft_auto_verified_depth"]["metrics"])
         assert len(verified) >= 2, (name, verified)

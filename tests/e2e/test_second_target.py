@@ -11,26 +11,12 @@ drafter's engine. That drafts are accepted as often as stock SD's is shown on th
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from modelkit.second_target import build_second_target
-from tests.e2e.method_runs import mismatched, run_spec, run_specs
+from tests.e2e.method_runs import HAS_SUFFIX, METHODS, mismatched, run_spec, run_specs, target_and_spec
 
-CASES = {"pard": 3, "peagle": 3, "medusa": 3, "mtp": 2, "dflash": 3, "suffix": 3}
-HAS_SUFFIX = importlib.util.find_spec("arctic_inference") is not None
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
-
-
-def _spec(ckpts, name: str) -> dict:
-    if name == "suffix":
-        return {"method": "suffix", "num_speculative_tokens": CASES[name]}
-    return ckpts.speculative_config(name, CASES[name])
-
-
-def _target(ckpts, name: str) -> str:
-    return ckpts.target if name == "suffix" else ckpts.target_for(name)
 
 
 @pytest.fixture(scope="module")
@@ -40,25 +26,24 @@ def second():
 
 @pytest.fixture(scope="module")
 def runs(second):
-    names = [n for n in CASES if n != "suffix" or HAS_SUFFIX]
-    jobs = {name: {"mode": "minedraft_parallel", "target": _target(second, name), "spec": _spec(second, name)}
-            for name in names}
-    for target in {_target(second, name) for name in names}:
+    cases = {name: target_and_spec(second, name) for name in METHODS if name != "suffix" or HAS_SUFFIX}
+    jobs = {name: {"mode": "minedraft_parallel", "target": target, "spec": spec} for name, (target, spec) in cases.items()}
+    for target in {target for target, _ in cases.values()}:
         jobs[target] = {"mode": "no_sd", "target": target, "spec": None}
     results = run_specs(jobs)
     # Alone: it places the target and the draft engine on cores itself.
-    results["pard_process"] = run_spec("minedraft_parallel", second.target, _spec(second, "pard"),
+    results["pard_process"] = run_spec("minedraft_parallel", *target_and_spec(second, "pard"),
                                        minedraft=PROCESS_DRAFTER)
     return results
 
 
-@pytest.mark.parametrize("name", [*CASES, "pard_process"])
+@pytest.mark.parametrize("name", [*METHODS, "pard_process"])
 def test_minedraft_is_exact_with_parallel_steps(second, runs, name):
     method = name.removesuffix("_process")
     if method == "suffix" and not HAS_SUFFIX:
         pytest.skip("the suffix extra (make setup installs it)")
     result = runs[name]
-    differ = mismatched(runs[_target(second, method)], result)
+    differ = mismatched(runs[target_and_spec(second, method)[0]], result)
     assert not differ, f"{name}: requests {differ} differ from the target alone"
     m = result["metrics"]
     assert m["minedraft:parallel_steps"] > 0 and m["minedraft:draft_only_requests"] > 0, m
