@@ -46,7 +46,7 @@ demo: setup
 	$(PY) -m harness.demo
 
 # Every tier, as CI runs it. Benchmarks run once here (--benchmark-disable) so they keep working.
-# Two pytest-xdist workers, a file at a time each, each on its own core (tests/conftest.py's pin_worker):
+# Two pytest-xdist workers, a file at a time each, each binding its engines to its own core (tests/conftest.py):
 # most of the e2e tier's time is engine starts, one thread's work each.
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadfile

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import queue
 import random
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -135,15 +136,28 @@ def run_mode(mode: str, target: str, draft: str, *, env: dict | None = None, tim
 Result = TypeVar("Result")
 
 
+def engine_cores() -> list[int]:
+    """The cores this process's engines may use: those ``VLLM_CPU_OMP_THREADS_BIND`` lists where it is one
+    list of cores (``make test``'s workers each set their share: tests/conftest.py), else this process's."""
+    bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
+    if re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", bind):
+        cores = set()
+        for part in bind.split(","):
+            first, _, last = part.partition("-")
+            cores.update(range(int(first), int(last or first) + 1))
+        return sorted(cores)
+    return sorted(os.sched_getaffinity(0))
+
+
 def two_at_a_time(runs: dict[str, Callable[[dict[str, str]], Result]]) -> dict[str, Result]:
-    """``runs[name](env)`` for each name, two at a time where this process may use two cores, ``env``
-    binding that engine's threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND``); one at a time,
-    with ``env`` empty, on one core. For tests, not timings: an engine's start is mostly one thread's work,
+    """``runs[name](env)`` for each name, two at a time where this process's engines may use two cores
+    (:func:`engine_cores`), ``env`` binding that engine's threads to a core of its own
+    (``VLLM_CPU_OMP_THREADS_BIND``); one at a time, with ``env`` empty, on one core. For tests, not timings: an engine's start is mostly one thread's work,
     so two side by side take about the time of one (measured: 26 s against 50 s for two runs of the
     24-request mix), and greedy tokens do not depend on the core count (the same runs gave the same
     tokens on one core and on two). Not for an engine that places its own processes on cores (the
     process drafter)."""
-    cores = sorted(os.sched_getaffinity(0))[:2]
+    cores = engine_cores()[:2]
     if len(cores) < 2:
         return {name: run({}) for name, run in runs.items()}
     free: queue.Queue[int] = queue.Queue()

@@ -7,8 +7,8 @@ here, so ``pytest -m unit`` or ``-m "not soak"`` select by speed without
 anyone marking a test by hand.
 
 ``make test`` runs the files in two pytest-xdist workers (``--dist loadfile``: a file's tests, and so
-its module-scoped engines, stay in one worker); :func:`pin_worker` gives each worker its share of the
-cores.
+its module-scoped engines, stay in one worker); :func:`pin_worker` binds each worker's engines to its
+share of the cores.
 """
 
 import os
@@ -22,23 +22,23 @@ set_defaults(PYTEST_ENV)  # vLLM on CPU, offline; MineDraft's default mode unles
 
 
 def pin_worker() -> None:
-    """Under pytest-xdist, this worker and every engine it starts on its share of this process's cores
-    (worker i of n: every n-th core from the i-th), its engines' OpenMP threads bound there too unless
-    ``VLLM_CPU_OMP_THREADS_BIND`` is set. Why: an engine start is mostly one thread's imports, so two
-    workers on two cores start engines twice as fast, but vLLM binds an unbound engine to the same
-    first core in every process. A test that binds its engines itself (tensor parallel, the process
-    drafter, the disaggregated pair) still does, sharing a core with the other worker's engine for
-    that while: slower, not different (greedy tokens do not depend on it)."""
+    """Under pytest-xdist, this worker's engines bound to its share of this process's cores (worker i of n:
+    every n-th core from the i-th) through ``VLLM_CPU_OMP_THREADS_BIND``, unless that is set. Why: an engine
+    start is mostly one thread's imports, so two workers start engines twice as fast, but vLLM binds an
+    unbound engine to the same first core in every process. Only the engines' threads are bound: the
+    worker, its servers' front ends and HTTP clients move between cores as before (with the whole worker
+    pinned to one core, test_served.py's client lost requests to "Server disconnected without sending a
+    response", likely a pooled connection reused as the server's keep-alive closed it; 2026-12-02). A test that binds its engines itself (tensor
+    parallel, the process drafter's engine, the disaggregated pair) still does, sharing a core with the
+    other worker's engine for that while: slower, not different (greedy tokens do not depend on it)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
     if not worker:
         return
     cores = sorted(os.sched_getaffinity(0))
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     share = cores[int(worker.removeprefix("gw")) % workers::workers]
-    if len(cores) < workers or not share:
-        return  # fewer cores than workers: the OS shares them
-    os.sched_setaffinity(0, share)
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, share)))
+    if len(cores) >= workers and share:  # fewer cores than workers: the OS shares them
+        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, share)))
 
 
 pin_worker()
