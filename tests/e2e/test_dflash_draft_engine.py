@@ -14,6 +14,7 @@ import pytest
 import torch
 from vllm.engine.arg_utils import EngineArgs
 
+from harness.sidebyside import engine_cores
 from minedraft.config.drafter_device import DrafterDevice
 from minedraft.process_drafter.context_channel import ContextWriter
 from minedraft.process_drafter.frontend import draft_engine_kwargs
@@ -22,12 +23,15 @@ from minedraft.process_drafter.target.client import ProcessDrafterClient
 pytestmark = pytest.mark.e2e
 
 K = 3
+# A hang guard, not a timing: a job may take many times its usual time on a core another test's engine
+# also uses (a draft-session job waited over 60 s on CI's machine, 2026-12-03).
+ANSWER_TIMEOUT_S = 600
 BLOCK = 32  # vLLM 0.32's CPU attention takes multiples of 32
 
 
 @pytest.fixture(scope="module")
 def drafter(method_checkpoints, tmp_path_factory):
-    device = DrafterDevice.parse("cpu:1")
+    device = DrafterDevice.parse(f"cpu:{engine_cores()[-1]}")  # no target here: this worker's core
     args = EngineArgs(model=method_checkpoints.dflash_target, dtype="float32", max_model_len=512,
                       enforce_eager=True, max_num_seqs=8, block_size=BLOCK)
     spec = method_checkpoints.speculative_config("dflash", K)
@@ -44,7 +48,7 @@ def job(drafter, entries, rows, draft=(), next_tokens=(), release=()) -> dict:
     message = {"release": list(release), "draft": list(draft), "next": list(next_tokens), "k": K}
     if entries:
         message["context"] = {**writer.write(torch.cat(rows)), "entries": entries}
-    reply = client.receive(client.send(message), timeout_s=60)
+    reply = client.receive(client.send(message), timeout_s=ANSWER_TIMEOUT_S)
     assert reply is not None, "the draft engine did not answer"
     return reply
 

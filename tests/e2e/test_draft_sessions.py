@@ -15,6 +15,7 @@ import random
 import pytest
 from vllm.engine.arg_utils import EngineArgs
 
+from harness.sidebyside import engine_cores
 from minedraft.config.drafter_device import DrafterDevice
 from minedraft.process_drafter.frontend import draft_engine_kwargs
 from minedraft.process_drafter.history import SentHistories
@@ -24,13 +25,16 @@ from modelkit import build_kit
 pytestmark = pytest.mark.e2e
 
 K = 3
+# A hang guard, not a timing: a job takes about 3 s here (self-check on), many times that on a core
+# another test's engine also uses (a job waited over 60 s on CI's machine, 2026-12-03).
+ANSWER_TIMEOUT_S = 600
 SESSIONS = 6  # the draft engine's max_num_seqs: fewer than the requests, so idle sessions get evicted
 GROUP = SESSIONS - 1  # the self-check's fresh requests need a free slot
 
 
 def start_drafter(log_dir, self_check: bool, **engine) -> ProcessDrafterClient:
     kit = build_kit()
-    device = DrafterDevice.parse("cpu:1")
+    device = DrafterDevice.parse(f"cpu:{engine_cores()[-1]}")  # no target here: this worker's core
     args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=512, enforce_eager=True,
                       max_num_seqs=SESSIONS)
     kwargs = {**draft_engine_kwargs(args, {"model": str(kit.draft_perturbed)}, device), **engine}
@@ -67,7 +71,7 @@ class ScriptedTarget:
         self.sent.release(released)
         updates = [self.sent.update(r, self.histories[r], len(self.histories[r])) for r in req_ids]
         job_id = self.client.send({"release": self.sent.take_released(), "updates": updates, "draft": req_ids})
-        reply = self.client.receive(job_id, timeout_s=60)
+        reply = self.client.receive(job_id, timeout_s=ANSWER_TIMEOUT_S)
         assert reply is not None, "the drafter did not answer"
         self.replies.append(reply)
         self.sent.forget(reply["resync"])
