@@ -17,6 +17,7 @@ hybrid against the best single-method static choice there.
 
     python -m benchmarks.hybrid_pair                   # ~2.5 h on 2 cores (bf16 where native)
     python -m benchmarks.hybrid_pair --groups ABDE --concurrency 1,4 --output-tokens 64   # ~30 min
+    python -m benchmarks.hybrid_pair --groups AD --loads edit,mixed --concurrency 1,4   # the suffix side
     python -m benchmarks.hybrid_pair --replot
 
 Writes ``benchmarks/results/cpu/real_pair/hybrid_pair.json`` and ``hybrid_pair.png``.
@@ -79,7 +80,8 @@ def edit_texts(n: int) -> list[str]:
     return texts
 
 
-def workload(target: Path, output_tokens: int, concurrency: tuple[int, ...] = CONCURRENCY) -> list[dict]:
+def workload(target: Path, output_tokens: int, concurrency: tuple[int, ...] = CONCURRENCY,
+             loads: tuple[str, ...] = LOADS) -> list[dict]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(target))
@@ -87,7 +89,7 @@ def workload(target: Path, output_tokens: int, concurrency: tuple[int, ...] = CO
     texts = {"edit": edit_texts(n), "code": prompt_texts("code", n), "prose": prompt_texts("prose", n)}
     prompts = {kind: [tokenizer(t)["input_ids"] for t in ts] for kind, ts in texts.items()}
     plan = []
-    for load in LOADS:
+    for load in loads:
         for requests in concurrency:
             kinds = [("edit", "code", "prose")[i % 3] if load == "mixed" else load for i in range(requests)]
             # A mixed batch takes each kind's prompts in order: no two of its requests share text.
@@ -151,7 +153,8 @@ def _share(counters: list[dict]) -> dict | None:
     drafts, accepted = total["vllm:spec_decode_num_draft_tokens"], total["vllm:spec_decode_num_accepted_tokens"]
     suffix_d, suffix_a = total.get("minedraft:suffix_drafts", 0.0), total.get("minedraft:suffix_accepted", 0.0)
     return {"suffix_requests": total.get("minedraft:suffix_requests", 0.0), "suffix_drafts": suffix_d,
-            "suffix_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a}
+            "suffix_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a,
+            "suffix_only_steps": total.get("minedraft:suffix_only_steps")}
 
 
 def markdown(summary: dict, meta: dict) -> str:
@@ -171,9 +174,11 @@ def markdown(summary: dict, meta: dict) -> str:
 def plot(summary: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(LOADS), figsize=(4 * len(LOADS), 3.6), sharey=False)
+    loads = [load for load in LOADS if any(row["load"] == load for row in summary.values())]
+    fig, axes = plt.subplots(1, len(loads), figsize=(4 * len(loads), 3.6), sharey=False, squeeze=False)
+    axes = axes[0]
     engines = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
-    for ax, load in zip(axes, LOADS):
+    for ax, load in zip(axes, loads):
         rows = [row for row in summary.values() if row["load"] == load]
         for i, engine in enumerate(engines):
             xs = [j + (i - 2.5) * 0.13 for j, row in enumerate(rows) if engine in row["tok_s"]]
@@ -190,7 +195,7 @@ def measure(args) -> dict:
         sys.exit(f"hybrid_pair: no real pair in {args.pair}; build it with ../shared/tools/real-pair.sh")
     setup = setup_for(args.pair, args)
     setup.engine["max_model_len"] = MAX_MODEL_LEN
-    plan = workload(args.pair / "target", args.output_tokens, args.concurrency)
+    plan = workload(args.pair / "target", args.output_tokens, args.concurrency, args.loads)
     log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-hybrid-pair-"))
     print(f"worker logs: {log_dir}", flush=True)
     started, samples = time.perf_counter(), []
@@ -198,7 +203,7 @@ def measure(args) -> dict:
         samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir, settings={"hybrid": HYBRID},
                              speculative=OTHER_METHODS)
     meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"],
-                       output_tokens=args.output_tokens, rounds=args.rounds, loads=LOADS, concurrency=args.concurrency,
+                       output_tokens=args.output_tokens, rounds=args.rounds, loads=args.loads, concurrency=args.concurrency,
                        edited=_EDITED, groups=args.groups)
     return {"meta": meta, "summary": summarize(samples), "samples": samples}
 
@@ -210,7 +215,11 @@ def main(argv=None) -> None:
     parser.add_argument("--groups", default="ABCDE", help="which engine groups to run (A with any of B-E)")
     parser.add_argument("--concurrency", type=lambda text: tuple(int(n) for n in text.split(",")),
                         default=CONCURRENCY, help="the batch sizes N, comma-separated (default 1,4,16)")
+    parser.add_argument("--loads", type=lambda text: tuple(text.split(",")), default=LOADS,
+                        help=f"the loads, comma-separated (default {','.join(LOADS)})")
     args = sweep.inherit_workload(parser.parse_args(argv))
+    if unknown := set(args.loads) - set(LOADS):
+        parser.error(f"--loads: unknown {', '.join(sorted(unknown))}; the loads are {', '.join(LOADS)}")
     path = OUT / "hybrid_pair.json"
     result = runner.run_or_replot(args, path, lambda: measure(args))
     if args.replot:  # the summary as this version reads the samples

@@ -6,8 +6,9 @@ process drafter, whose draft engine is fed each step's tokens, is refused for no
 Before a step is planned, each decoding request gets a suffix draft (hybrid/suffix_drafts.py); the policy
 chooses per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put
 where vLLM's scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies
-and accounts for as any drafts. The model drafter still drafts after the step for every request it ran
-(vLLM's runner drafts its whole batch).
+and accounts for as any drafts. The model drafter drafts after the step for every request it ran
+(vLLM's runner drafts its whole batch), unless every one verified suffix drafts: the policy then sets the
+step's depth to 0, which a drafter that catches up skips (policy/policy.py ``_model_drafts_unused``).
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ class MineDraftStats:
     suffix_requests: int = 0  # sum over steps of requests verified with the second source's drafts (hybrid)
     suffix_drafts: int = 0  # of the second source's drafts, those verified
     suffix_accepted: int = 0  # of them, those accepted
+    suffix_only_steps: int = 0  # steps whose every request verified the second source's drafts: no model drafting
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
     # str(drafts) -> requests: the drafts each request with drafts had verified, after the cuts
@@ -86,6 +87,7 @@ class MineDraftStats:
         self.requests_trimmed += counts.requests_trimmed
         self.depth_rechecks += counts.rechecks
         self.first_measurements += counts.first_measurements
+        self.suffix_only_steps += counts.suffix_only
         for kept, requests in counts.requests_by_drafts.items():
             self.requests_by_drafts[str(kept)] = self.requests_by_drafts.get(str(kept), 0) + requests
 

@@ -129,8 +129,24 @@ class SpeculationPolicy:
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
         num_drafts, suffix_drafts, counts = self._num_drafts(view, parallel)
-        return StepPlan(self.depth, parallel, num_drafts, load,
-                        PlanCounts(**counts, rechecks=rechecks, first_measurements=first), suffix_drafts)
+        suffix_only = self._model_drafts_unused(view, suffix_drafts, parallel)
+        if suffix_only:
+            self.depth = 0
+            load = Load.of(sum(r.decoding for r in view.requests), 0, *self._last_mix)
+        return StepPlan(self.depth, parallel, num_drafts, load, PlanCounts(
+            **counts, rechecks=rechecks, first_measurements=first, suffix_only=int(suffix_only)), suffix_drafts)
+
+    def _model_drafts_unused(self, view: StepView, suffix_drafts: dict[str, int], parallel: bool) -> bool:
+        """Whether the model drafter, which drafts after the step for every request the step runs, would
+        draft only for requests that verify suffix decoding's drafts now: text that repeats itself is
+        likely to again next step, so the drafter skips at depth 0 and catches up when next drafted
+        (``catches_up``; its cost is then weighed as any catch-up's). A request whose suffix draft misses next
+        step verifies none of the model's that step. Not in a re-check, which measures its own depth, nor
+        where the depth is the user's or a parallel step drafts for the lane."""
+        if not (suffix_drafts and self.catches_up and self.depth > 0 and not parallel
+                and self.depths is not None and not self.depths.rechecking):
+            return False
+        return all(r.req_id in suffix_drafts for r in view.requests if not r.on_lane)
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts

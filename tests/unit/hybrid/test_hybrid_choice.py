@@ -134,3 +134,34 @@ def test_suffix_verifications_calibrate_the_source_and_not_the_model_s_acceptanc
     with_suffix, without = policies
     assert with_suffix.suffix_calibration.accepted == 0 and with_suffix.suffix_calibration.estimated == 8
     assert with_suffix.depths.acceptance.survivals("a", 3) == without.depths.acceptance.survivals("a", 3)
+
+
+def _catching_up_policy():
+    return SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, catches_up=True)
+
+
+def test_the_model_drafter_skips_a_step_whose_every_request_verifies_suffix_drafts():
+    """Its drafts would all be dropped next step if the text keeps repeating itself: depth 0, caught up later."""
+    policy = _catching_up_policy()
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("b", num_drafts=0, suffix=(1.0,) * 8)))
+    assert plan.suffix_drafts == {"a": 8, "b": 8}
+    assert plan.depth == 0 and not plan.parallel and plan.counts.suffix_only == 1
+    policy.observe(StepResult(plan, num_decoding=2, tokens=18, scheduled={"a": 9, "b": 9}))
+    plan = policy.plan(_view(_decoding("a", num_drafts=0), _decoding("b", num_drafts=0, suffix=(1.0,) * 8)))
+    assert plan.suffix_drafts == {"b": 8} and plan.depth > 0  # "a" missed: the model drafts it again
+
+
+@pytest.mark.parametrize("others", [
+    [_decoding("open")],  # a request the model drafts
+    [RequestView("new", False, tokens_left=100, prompt_left=40)],  # a prompt that starts: the model drafts it next
+])
+def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts(others):
+    policy = _catching_up_policy()
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), *others))
+    assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
+
+
+def test_a_model_drafter_that_cannot_catch_up_drafts_every_step():
+    policy = SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3)
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8)))
+    assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
