@@ -125,14 +125,15 @@ class SpeculationPolicy:
         if self.depths is not None:  # the finished ones join the prior of the requests after them
             self.depths.acceptance.release(finished)
         rechecks, first = self._choose_depth(view)
-        load = Load.of(sum(r.decoding for r in view.requests), self.depth, *self._last_mix)
+        decoding = sum(r.decoding for r in view.requests)
+        load = Load.of(decoding, self.depth, *self._last_mix)
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
         num_drafts, suffix_drafts, counts = self._num_drafts(view, parallel)
         suffix_only = self._model_drafts_unused(view, suffix_drafts, parallel)
         if suffix_only:
             self.depth = 0
-            load = Load.of(sum(r.decoding for r in view.requests), 0, *self._last_mix)
+            load = Load.of(decoding, 0, *self._last_mix)
         return StepPlan(self.depth, parallel, num_drafts, load, PlanCounts(
             **counts, rechecks=rechecks, first_measurements=first, suffix_only=int(suffix_only)), suffix_drafts)
 
