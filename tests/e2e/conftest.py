@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sidebyside import run_mode
+from harness.sidebyside import IN_PROCESS_CORE, run_mode
 from modelkit import build_kit
 from tests.e2e.method_runs import run_spec, run_specs
 
@@ -14,7 +14,7 @@ from tests.e2e.method_runs import run_spec, run_specs
 def mix_target_alone():
     """The kit's target alone on the 48-request exactness mix (test_exactness.py, the served DP mix)."""
     kit = build_kit()
-    return run_mode("no_sd", str(kit.target), str(kit.draft_perturbed))
+    return run_mode("no_sd", str(kit.target), str(kit.draft_perturbed), env=IN_PROCESS_CORE)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 
-from harness.sidebyside import run_mode, two_at_a_time
+from harness.sidebyside import IN_PROCESS_CORE, run_mode, two_at_a_time
 
 # The mix cut to this many requests; ``pytest --method-mix-requests 48`` (tests/conftest.py) runs the whole
 # exactness mix instead (test_overlapped_methods.py and test_second_target.py took 9.8 min with 48, about what
@@ -34,7 +34,10 @@ def target_and_spec(ckpts, name: str) -> tuple[str, dict]:
 def run_spec(mode: str, target: str, spec: dict | None, log_dir=None, minedraft: dict | None = None,
              env: dict | None = None) -> dict:
     """``spec`` None: the target alone (``mode`` ``no_sd``); ``minedraft``: MineDraft settings; ``env``: the
-    engine's extra environment."""
+    engine's extra environment. The engine core runs in the child's process (``IN_PROCESS_CORE``) unless the
+    drafter runs in a process of its own."""
+    if (minedraft or {}).get("drafter") != "process":
+        env = {**IN_PROCESS_CORE, **(env or {})}
     spec = dict(spec or {"method": "draft_model", "num_speculative_tokens": 1})
     method, draft, k = spec.pop("method"), spec.pop("model", None), spec.pop("num_speculative_tokens")
     return run_mode(mode, target, draft, method=method, k=k, speculation_extra=spec, num_requests=N_REQUESTS,

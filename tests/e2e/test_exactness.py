@@ -19,7 +19,7 @@ import json
 
 import pytest
 
-from harness.sidebyside import run_mode, steps_by_depth, two_at_a_time
+from harness.sidebyside import IN_PROCESS_CORE, run_mode, steps_by_depth, two_at_a_time
 from modelkit import build_kit
 from tests.e2e.fault_injection import run_with_faults
 
@@ -34,6 +34,9 @@ INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
 # Runs whose worker writes each step's lane timings (minedraft/worker/step_profile.py).
 PROFILED_RUNS = {"minedraft"}
+# Runs on vLLM's engine-core process, as a user's engine runs; the others run their engine core in process
+# (harness.sidebyside.IN_PROCESS_CORE: an engine start about half as long).
+ENGINE_CORE_PROCESS_RUNS = {"stock_sd", "minedraft_default"}
 
 
 # Every run on the mix but the process drafter's: name -> run_mode's keyword arguments besides the target.
@@ -77,6 +80,8 @@ def mix_runs(kit, tmp_path_factory):
         profile = log_dir / "steps.jsonl"
         if name in PROFILED_RUNS:
             kwargs = {**kwargs, "minedraft": {**kwargs.get("minedraft", {}), "step_profile": str(profile)}}
+        if name not in ENGINE_CORE_PROCESS_RUNS:
+            env = {**IN_PROCESS_CORE, **env}
         result = run_mode(target=str(kit.target), log_dir=log_dir, env=env, **kwargs)
         steps = [json.loads(line) for line in profile.read_text().splitlines()] if profile.exists() else []
         return {**result, "log": (log_dir / f"{kwargs['mode']}.log").read_text(), "steps": steps}
