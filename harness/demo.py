@@ -21,6 +21,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from tqdm import tqdm
@@ -86,7 +87,36 @@ def plot(results: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def run_side_by_side(kit, bar) -> dict[str, dict]:
+class Progress:
+    """Runs done, left and the time to go, on stderr: tqdm's bar on a terminal, else one line per run (a log or
+    CI shows progress, not minutes of silence)."""
+
+    def __init__(self, total: int, stream=sys.stderr) -> None:
+        self.total, self.done, self.stream = total, 0, stream
+        self.started = time.perf_counter()
+        self.bar = tqdm(total=total, desc="demo", unit="run", file=stream, smoothing=0, dynamic_ncols=True) \
+            if stream.isatty() else None
+
+    def starting(self, what: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(what)
+
+    def finished(self, what: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update()
+            return
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / self.done * (self.total - self.done)
+        print(f"demo: {self.done}/{self.total} runs ({what}), {elapsed:.0f} s, about {left:.0f} s to go",
+              file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_side_by_side(kit, progress: Progress) -> dict[str, dict]:
     """Cold and warm runs of every engine, interleaved (see the module docstring)."""
     children = {name: Child(["-m", "harness.sidebyside"], {
         "name": name, "mode": mode, "target": str(kit.target), "draft": str(kit.draft_perturbed), "k": 3,
@@ -98,9 +128,10 @@ def run_side_by_side(kit, bar) -> dict[str, dict]:
         names = list(RUNS)
         for round_ in range(1 + WARM_ROUNDS):
             for name in names[round_ % len(names):] + names[:round_ % len(names)]:
-                bar.set_postfix_str(f"{'cold' if round_ == 0 else f'warm {round_}'}: {name}")
+                what = f"{'cold' if round_ == 0 else f'warm {round_}'}: {name}"
+                progress.starting(what)
                 runs[name].append(children[name].call({"cmd": "run", "passes": 1}))
-                bar.update()
+                progress.finished(what)
     finally:
         for child in children.values():
             child.close()
@@ -126,10 +157,13 @@ def main() -> None:
     parser.add_argument("--out", default="demo-results", help="folder for the JSON and PNG")
     args = parser.parse_args()
     kit = build_kit()
-    # Runs done, left and the ETA on stderr; off where stderr is not a terminal.
-    with tqdm(total=len(RUNS) * (1 + WARM_ROUNDS), desc="demo", unit="run", file=sys.stderr, disable=None,
-              smoothing=0, dynamic_ncols=True) as bar:
-        results = run_side_by_side(kit, bar)
+    print(f"demo: starting {len(RUNS)} engines side by side, then {len(RUNS) * (1 + WARM_ROUNDS)} runs of 48 "
+          "requests", file=sys.stderr, flush=True)
+    progress = Progress(len(RUNS) * (1 + WARM_ROUNDS))
+    try:
+        results = run_side_by_side(kit, progress)
+    finally:
+        progress.close()
     out = Path(args.out)
     out.mkdir(exist_ok=True)
     (out / "demo.json").write_text(json.dumps(results, indent=2))

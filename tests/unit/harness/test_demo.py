@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.demo import summarise, table
+import io
+
+from harness.demo import Progress, summarise, table
 
 
 def runs(*rates, tokens=((1, 2),)):
@@ -37,3 +39,15 @@ def test_the_table_has_a_row_per_engine():
     results = {"target": summarise(target, stock, target), "stock_sd": summarise(stock, stock, target)}
     lines = table(results).splitlines()
     assert len(lines) == 4 and lines[2].startswith("| target | 200 | 2.00x | 200 | 2.00x |")
+
+
+def test_progress_prints_a_line_per_run_where_stderr_is_not_a_terminal():
+    stream = io.StringIO()  # not a terminal: no tqdm bar, whose carriage returns a log shows as one line
+    progress = Progress(4, stream)
+    progress.starting("cold: target")
+    progress.finished("cold: target")
+    progress.finished("cold: stock_sd")
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["demo: 1/4 runs", "demo: 2/4 runs"]
+    assert "(cold: stock_sd)" in lines[1] and lines[1].endswith("s to go")
