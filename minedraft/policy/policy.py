@@ -44,13 +44,14 @@ DEPTH_CONTROLS = ("fixed", "drafted", "verified")
 class SpeculationPolicy:
     def __init__(self, max_depth: int, *, mode: str = "auto", dedicated: bool = False,
                  depth_control: str = "fixed", per_request: bool = True, draft_cost: float | None = None,
-                 catches_up: bool = False, spec_max_len: int | None = None, tuning: Tuning = TUNING,
-                 log: Callable[[str], None] | None = None) -> None:
+                 catches_up: bool = False, spec_max_len: int | None = None, second_source: bool = False,
+                 tuning: Tuning = TUNING, log: Callable[[str], None] | None = None) -> None:
         if depth_control not in DEPTH_CONTROLS:
             raise ValueError(f"depth_control must be one of {', '.join(DEPTH_CONTROLS)}, got {depth_control!r}")
         self.max_depth = max_depth
         self.depth_control = depth_control
         self.catches_up = catches_up  # the drafter skips depth-0 calls and catches up (config/idle_drafter.py)
+        self.second_source = second_source  # suffix decoding drafts beside the model drafter (hybrid/)
         self.limits = RequestLimits(max_depth, spec_max_len)
         self.overlap = OverlapChoice(mode, dedicated, tuning, on_change=log)
         self.depths = (DepthChoice(max_depth, draft_cost, tuning, on_change=log)
@@ -65,7 +66,8 @@ class SpeculationPolicy:
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
-                   catches_up: bool, spec_max_len: int | None, log: Callable[[str], None]) -> SpeculationPolicy:
+                   catches_up: bool, spec_max_len: int | None, log: Callable[[str], None],
+                   second_source: bool = False) -> SpeculationPolicy:
         """The policy of an engine, with one INFO line for each choice its configuration makes."""
         spec = vllm_config.speculative_config
         if spec_max_len is not None and max_depth > 0:
@@ -77,7 +79,7 @@ class SpeculationPolicy:
             log(f"MineDraft auto: the drafter shares the target's hardware ({where}): steps run as plain "
                 "speculative decoding (parallel steps pay where the drafter has hardware of its own).")
         common = dict(mode=settings.mode, dedicated=dedicated, catches_up=catches_up, spec_max_len=spec_max_len,
-                      log=log)
+                      second_source=second_source, log=log)
         control = settings.depth_control(has_depth_table)
         if control not in ("auto", "step") or settings.mode == "stock" or max_depth == 0:
             if has_depth_table and settings.mode == "auto":
@@ -139,15 +141,22 @@ class SpeculationPolicy:
 
     def _model_drafts_unused(self, view: StepView, suffix_drafts: dict[str, int], parallel: bool) -> bool:
         """Whether the model drafter, which drafts after the step for every request the step runs, would
-        draft only for requests that verify suffix decoding's drafts now: text that repeats itself is
-        likely to again next step, so the drafter skips at depth 0 and catches up when next drafted
-        (``catches_up``; its cost is then weighed as any catch-up's). A request whose suffix draft misses next
-        step verifies none of the model's that step. Not in a re-check, which measures its own depth, nor
-        where the depth is the user's or a parallel step drafts for the lane."""
-        if not (suffix_drafts and self.catches_up and self.depth > 0 and not parallel
+        draft only for requests that verify suffix decoding's drafts now, or whose prompts start: text that
+        repeats itself is likely to again next step, and a prompt's first drafts are not yet known to be
+        wanted (its request may copy its prompt, which suffix decoding drafts from its first output token
+        on). So the drafter skips at depth 0 and catches up when next drafted (``catches_up``; its cost is
+        then weighed as any catch-up's): a request the model drafts for later pays the draft's prefill then,
+        one step later, and one that suffix decoding drafts to its end never pays it (a draft model's
+        prefill of a 500-token prompt took about 4 s of 23 s for 64 tokens on the real pair, EPYC bf16,
+        2026-12-03). A request whose suffix draft misses next step verifies none of the model's that step.
+        Not in a re-check, which measures its own depth, nor where the depth is the user's or a parallel
+        step drafts for the lane."""
+        if not (self.second_source and self.catches_up and self.depth > 0 and not parallel
                 and self.depths is not None and not self.depths.rechecking):
             return False
-        return all(r.req_id in suffix_drafts for r in view.requests if not r.on_lane)
+        running = [r for r in view.requests if not r.on_lane]
+        return (any(r.req_id in suffix_drafts or not r.decoding for r in running)
+                and all(r.req_id in suffix_drafts for r in running if r.decoding))
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts

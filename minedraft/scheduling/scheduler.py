@@ -99,13 +99,14 @@ class MineDraftScheduler(Scheduler):
         self._placeholder_req_ids: set[str] = set()  # its requests whose drafts vLLM's runner will not make
         self._lookahead_slots = self.num_lookahead_tokens  # the KV slots vLLM reserves for the drafter (K)
         self._drafter_room = drafter_room(self.vllm_config) if spec is not None else 0
+        self._suffix = suffix_source(self.settings, self.plans_lanes, self.max_model_len, logger.info)
         if self.plans_lanes:
             self.speculation = SpeculationPolicy.for_engine(
                 self.vllm_config, self.settings, self.num_spec_tokens, self.dynamic_sd_lookup is not None,
-                self._drafter_catches_up, speculative_max_len(self.vllm_config), logger.info)
+                self._drafter_catches_up, speculative_max_len(self.vllm_config), logger.info,
+                second_source=self._suffix is not None)
             if self.speculation.depth_control == "drafted":
                 self.dynamic_sd_lookup = ChosenDepth(lambda: self.speculation.depth)
-        self._suffix = suffix_source(self.settings, self.plans_lanes, self.max_model_len, logger.info)
 
     @property
     def drafting_req_ids(self) -> frozenset[str]:

@@ -136,8 +136,12 @@ def test_suffix_verifications_calibrate_the_source_and_not_the_model_s_acceptanc
     assert with_suffix.depths.acceptance.survivals("a", 3) == without.depths.acceptance.survivals("a", 3)
 
 
-def _catching_up_policy():
-    return SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, catches_up=True)
+def _catching_up_policy(second_source=True):
+    return SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, catches_up=True, second_source=second_source)
+
+
+def _starting(rid, prompt_left=500):
+    return RequestView(rid, False, tokens_left=64, prompt_left=prompt_left)
 
 
 def test_the_model_drafter_skips_a_step_whose_every_request_verifies_suffix_drafts():
@@ -151,17 +155,24 @@ def test_the_model_drafter_skips_a_step_whose_every_request_verifies_suffix_draf
     assert plan.suffix_drafts == {"b": 8} and plan.depth > 0  # "a" missed: the model drafts it again
 
 
-@pytest.mark.parametrize("others", [
-    [_decoding("open")],  # a request the model drafts
-    [RequestView("new", False, tokens_left=100, prompt_left=40)],  # a prompt that starts: the model drafts it next
-])
-def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts(others):
+def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts():
     policy = _catching_up_policy()
-    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), *others))
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _starting("new")))
     assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
 
 
+@pytest.mark.parametrize("others", [[], [_decoding("a", suffix=(1.0,) * 8)]])
+def test_a_prompt_s_draft_prefill_waits_until_the_model_drafts_for_its_request(others):
+    """Beside suffix decoding, a step that starts prompts and runs no request the model drafts for runs at
+    depth 0: the draft's prefill is caught up when the model first drafts for the request, and never where
+    suffix decoding drafts it to its end. Without a second source, the prompt's drafts are made as before."""
+    plan = _catching_up_policy().plan(_view(_starting("new"), *others))
+    assert plan.depth == 0 and plan.counts.suffix_only == 1
+    plan = _catching_up_policy(second_source=False).plan(_view(_starting("new"), *others))
+    assert plan.depth > 0 and plan.counts.suffix_only == 0
+
+
 def test_a_model_drafter_that_cannot_catch_up_drafts_every_step():
-    policy = SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3)
-    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8)))
+    policy = SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, second_source=True)
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _starting("new")))
     assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
