@@ -7,8 +7,9 @@ Before a step is planned, each decoding request gets a suffix draft (hybrid/suff
 chooses per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put
 where vLLM's scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies
 and accounts for as any drafts. The model drafter drafts after the step for every request it ran
-(vLLM's runner drafts its whole batch), unless every one verified suffix drafts: the policy then sets the
-step's depth to 0, which a drafter that catches up skips (policy/policy.py ``_model_drafts_unused``).
+(vLLM's runner drafts its whole batch), unless every one that decodes verified suffix drafts and the others
+start their prompts: the policy then sets the step's depth to 0, which a drafter that catches up skips
+(policy/policy.py ``_model_drafts_unused``).
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ _COUNTERS = {
     "the model drafter's, summed over steps.",
     "suffix_drafts": "The second source's drafts verified (hybrid); vLLM's spec-decode counters count both sources.",
     "suffix_accepted": "The second source's drafts accepted (hybrid).",
-    "suffix_only_steps": "Steps whose every request verified the second source's drafts (hybrid): the model "
-    "drafter skipped drafting after them and caught up when next drafted.",
+    "suffix_only_steps": "Steps whose every decoding request verified the second source's drafts (hybrid), the "
+    "others starting prompts: the model drafter skipped drafting after them and caught up when next drafted.",
     "depth_rechecks": "Re-checks the policy began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",
 }

@@ -56,7 +56,7 @@ class MineDraftStats:
     suffix_requests: int = 0  # sum over steps of requests verified with the second source's drafts (hybrid)
     suffix_drafts: int = 0  # of the second source's drafts, those verified
     suffix_accepted: int = 0  # of them, those accepted
-    suffix_only_steps: int = 0  # steps whose every request verified the second source's drafts: no model drafting
+    suffix_only_steps: int = 0  # decoding requests all verified the second source's drafts: no model drafting
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
     # str(drafts) -> requests: the drafts each request with drafts had verified, after the cuts

@@ -49,7 +49,7 @@ class PlanCounts:
     requests_by_drafts: Mapping[int, int] = field(default_factory=dict)  # drafts kept -> requests, where weighed
     rechecks: int = 0  # depth re-checks begun
     first_measurements: int = 0  # new requests measured first
-    suffix_only: int = 0  # 1: every request verified suffix drafts, so the model drafter skips (depth 0)
+    suffix_only: int = 0  # 1: every decoding request verified suffix drafts, the others start: depth 0
 
 
 @dataclass(frozen=True)
