@@ -35,6 +35,7 @@ from modelkit import build_kit
 RUNS = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_parallel": "minedraft_parallel",
         "minedraft_auto": "minedraft_auto"}
 WARM_ROUNDS = 3
+NUM_REQUESTS = 48  # the exactness mix of harness/sidebyside.py
 
 
 def acceptance_length(metrics: dict) -> float | None:
@@ -82,7 +83,7 @@ def plot(results: dict[str, dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
     ax.set_ylabel("output tokens/s")
-    ax.set_title(f"kit models, 48 mixed requests, k=3, lane={MineDraftSettings.parse().lane}")
+    ax.set_title(f"kit models, {NUM_REQUESTS} mixed requests, k=3, lane={MineDraftSettings.parse().lane}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -120,7 +121,7 @@ def run_side_by_side(kit, progress: Progress) -> dict[str, dict]:
     """Cold and warm runs of every engine, interleaved (see the module docstring)."""
     children = {name: Child(["-m", "harness.sidebyside"], {
         "name": name, "mode": mode, "target": str(kit.target), "draft": str(kit.draft_perturbed), "k": 3,
-        "num_requests": 48, "seed": 0}) for name, mode in RUNS.items()}
+        "num_requests": NUM_REQUESTS, "seed": 0}) for name, mode in RUNS.items()}
     try:
         for child in children.values():  # they load at once
             child.ready()
@@ -157,9 +158,10 @@ def main() -> None:
     parser.add_argument("--out", default="demo-results", help="folder for the JSON and PNG")
     args = parser.parse_args()
     kit = build_kit()
-    print(f"demo: starting {len(RUNS)} engines side by side, then {len(RUNS) * (1 + WARM_ROUNDS)} runs of 48 "
-          "requests", file=sys.stderr, flush=True)
-    progress = Progress(len(RUNS) * (1 + WARM_ROUNDS))
+    total = len(RUNS) * (1 + WARM_ROUNDS)
+    print(f"demo: starting {len(RUNS)} engines side by side, then {total} runs of {NUM_REQUESTS} requests",
+          file=sys.stderr, flush=True)
+    progress = Progress(total)
     try:
         results = run_side_by_side(kit, progress)
     finally:
