@@ -12,8 +12,9 @@ Engines, alive two at a time (group A: ``no_sd``, the target alone, and ``hybrid
 k = 3 with ``hybrid: {"method": "suffix", "num_speculative_tokens": 16}``; every other group one static
 choice beside a twin of the target alone that scales its rates to group A's, phase by phase and round by
 round, as in real_pair.py): stock SD with the draft model at k = 1 and k = 3, with suffix decoding (k = 16)
-and with n-gram matching (k = 3). Reported, medians over rounds: each engine's tok/s per load and N; the
-hybrid against the best single-method static choice there.
+and with n-gram matching (k = 3); group F, ``hybrid_ngram``, the default with n-gram matching as the second
+source (not by default). Reported, medians over rounds: each engine's tok/s per load and N; each hybrid
+against the best single-method static choice there.
 
 Every round sends the same prompts, and the loads share them (a mixed batch's edit requests are the edit
 load's). Suffix decoding keeps finished requests' outputs in a global tree and would draft an identical
@@ -42,16 +43,21 @@ from benchmarks import runner, sweep
 from benchmarks.real_pair import PAIR_DIR, prompt_texts, run_group, setup_for
 
 HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
+# Group F: n-gram matching as the second source, matching as stock SD's n-gram (group E) does.
+HYBRID_NGRAM = {"hybrid": {"method": "ngram", "num_speculative_tokens": 16, "prompt_lookup_min": 2,
+                           "prompt_lookup_max": 5}}
 NO_CACHED_OUTPUTS = {"suffix_decoding_max_cached_requests": 0}  # a repeated prompt must not draft its old answer
 GROUPS = {"A": {"no_sd": ("no_sd", None), "hybrid": ("minedraft_auto", 3)},
           "B": {"stock_sd_k1": ("stock_sd", 1), "no_sd_B": ("no_sd", None)},
           "C": {"stock_sd_k3": ("stock_sd", 3), "no_sd_C": ("no_sd", None)},
           "D": {"stock_suffix": ("stock_sd", 16), "no_sd_D": ("no_sd", None)},
-          "E": {"stock_ngram": ("stock_sd", 3), "no_sd_E": ("no_sd", None)}}
+          "E": {"stock_ngram": ("stock_sd", 3), "no_sd_E": ("no_sd", None)},
+          "F": {"hybrid_ngram": ("minedraft_auto", 3), "no_sd_F": ("no_sd", None)}}
 OTHER_METHODS = {"stock_suffix": {"method": "suffix", "model": None},
                  "stock_ngram": {"method": "ngram", "model": None, "prompt_lookup_min": 2, "prompt_lookup_max": 5}}
 GROUP_OF = {engine: group for group, engines in GROUPS.items() for engine in engines}
 STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram")
+ENGINES = (*STATIC, "hybrid", "hybrid_ngram")
 LOADS = ("edit", "code", "prose", "mixed")
 CONCURRENCY = (1, 4, 16)
 TEMPERATURE = {"edit": 0.0, "code": 0.0, "prose": 1.0}
@@ -121,7 +127,7 @@ def summarize(samples: list[dict]) -> dict:
     for phase in sorted({s["phase"] for s in samples}):
         first = next(s for s in samples if s["phase"] == phase)
         rates = {e: [] for e in engines}
-        ratios, best = [], []
+        ratios, best, ngram_ratios = [], [], []
         for r in sorted({s["round"] for s in samples if s["phase"] == phase and s["engine"] == "no_sd"}):
             tokens = by[("no_sd", r, phase)]["generated_tokens"]
 
@@ -139,6 +145,8 @@ def summarize(samples: list[dict]) -> dict:
             best.append(top)
             if "hybrid" in round_rates:
                 ratios.append(round_rates["hybrid"] / round_rates[top])
+            if "hybrid_ngram" in round_rates:
+                ngram_ratios.append(round_rates["hybrid_ngram"] / round_rates[top])
         hybrid = [s for s in samples if s["engine"] == "hybrid" and s["phase"] == phase]
         counters = [s["counters"] for s in hybrid]
         rows[f"{first['text']} N={first['requests']}"] = {
@@ -146,6 +154,7 @@ def summarize(samples: list[dict]) -> dict:
             "tok_s": {e: statistics.median(v) for e, v in rates.items() if v},
             "best_static": best, "hybrid_vs_best_static": statistics.median(ratios) if ratios else None,
             "rounds": ratios,
+            "hybrid_ngram_vs_best_static": statistics.median(ngram_ratios) if ngram_ratios else None,
             "hybrid_suffix_share": _share(counters)}
     return rows
 
@@ -155,26 +164,25 @@ def _share(counters: list[dict]) -> dict | None:
     if not counters:
         return None
     total = {k: sum(c.get(k, 0.0) for c in counters) for k in counters[0]}
-    if "minedraft:suffix_drafts" not in total:  # a run before sweep.COUNTERS held the suffix counters
+    if "minedraft:lookup_drafts" not in total:  # a run before sweep.COUNTERS held the suffix counters
         return None
     drafts, accepted = total["vllm:spec_decode_num_draft_tokens"], total["vllm:spec_decode_num_accepted_tokens"]
-    suffix_d, suffix_a = total.get("minedraft:suffix_drafts", 0.0), total.get("minedraft:suffix_accepted", 0.0)
-    return {"suffix_requests": total.get("minedraft:suffix_requests", 0.0), "suffix_drafts": suffix_d,
-            "suffix_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a,
-            "suffix_only_steps": total.get("minedraft:suffix_only_steps")}
+    suffix_d, suffix_a = total.get("minedraft:lookup_drafts", 0.0), total.get("minedraft:lookup_accepted", 0.0)
+    return {"lookup_requests": total.get("minedraft:lookup_requests", 0.0), "lookup_drafts": suffix_d,
+            "lookup_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a,
+            "lookup_only_steps": total.get("minedraft:lookup_only_steps")}
 
 
 def markdown(summary: dict, meta: dict) -> str:
-    engines = [e for e in ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
-               if any(e in row["tok_s"] for row in summary.values())]
+    engines = [e for e in ENGINES if any(e in row["tok_s"] for row in summary.values())]
     lines = [f"{meta['device_label']}, {meta['models']}, {meta['output_tokens']} output tokens, medians of "
              f"{meta['rounds']} rounds (tok/s).", "",
-             "| load | " + " | ".join(engines) + " | hybrid / best static |",
-             "|---" * (len(engines) + 2) + "|"]
+             "| load | " + " | ".join(engines) + " | hybrid / best static | hybrid_ngram / best static |",
+             "|---" * (len(engines) + 3) + "|"]
     for label, row in summary.items():
-        ratio = row["hybrid_vs_best_static"]
+        ratios = [row["hybrid_vs_best_static"], row.get("hybrid_ngram_vs_best_static")]
         lines.append(f"| {label} | " + " | ".join(f"{row['tok_s'].get(e, float('nan')):.1f}" for e in engines)
-                     + f" | {'-' if ratio is None else f'{ratio:.2f}x'} |")
+                     + "".join(f" | {'-' if r is None else f'{r:.2f}x'}" for r in ratios) + " |")
     return "\n".join(lines)
 
 
@@ -184,13 +192,13 @@ def plot(summary: dict, path: Path) -> Path:
     loads = [load for load in LOADS if any(row["load"] == load for row in summary.values())]
     fig, axes = plt.subplots(1, len(loads), figsize=(4 * len(loads), 3.6), sharey=False, squeeze=False)
     axes = axes[0]
-    engines = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram", "hybrid")
+    engines = ENGINES
     for ax, load in zip(axes, loads):
         rows = [row for row in summary.values() if row["load"] == load]
         for i, engine in enumerate(engines):
-            xs = [j + (i - 2.5) * 0.13 for j, row in enumerate(rows) if engine in row["tok_s"]]
-            ax.bar(xs, [row["tok_s"][engine] for row in rows if engine in row["tok_s"]], width=0.13, label=engine,
-                   color="C3" if engine == "hybrid" else "k" if engine == "no_sd" else f"C{i + 3}")
+            xs = [j + (i - 3) * 0.12 for j, row in enumerate(rows) if engine in row["tok_s"]]
+            ax.bar(xs, [row["tok_s"][engine] for row in rows if engine in row["tok_s"]], width=0.12, label=engine,
+                   color="C3" if engine == "hybrid" else "C1" if engine == "hybrid_ngram" else "k" if engine == "no_sd" else f"C{i + 3}")
         ax.set_xticks(range(len(rows)), [f"N={row['requests']}" for row in rows])
         ax.set(title=load, ylabel="output tok/s")
     axes[0].legend(fontsize=7)
@@ -211,7 +219,7 @@ def measure(args) -> dict:
         hybrid = {"hybrid": {**HYBRID["hybrid"], **NO_CACHED_OUTPUTS}}
         methods = {**OTHER_METHODS, "stock_suffix": {**OTHER_METHODS["stock_suffix"], **NO_CACHED_OUTPUTS}}
     for group in args.groups:
-        samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir, settings={"hybrid": hybrid},
+        samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir, settings={"hybrid": hybrid, "hybrid_ngram": HYBRID_NGRAM},
                              speculative=methods)
     meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"],
                        output_tokens=args.output_tokens, rounds=args.rounds, loads=args.loads, concurrency=args.concurrency,
@@ -224,7 +232,8 @@ def main(argv=None) -> None:
     parser = runner.parser(__doc__, rounds=2)
     parser.add_argument("--pair", type=Path, default=PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--output-tokens", type=int, default=96)
-    parser.add_argument("--groups", default="ABCDE", help="which engine groups to run (A with any of B-E)")
+    parser.add_argument("--groups", default="ABCDE", help="which engine groups to run (A with any of B-F; F, "
+                        "the hybrid with n-gram matching, not by default)")
     parser.add_argument("--concurrency", type=lambda text: tuple(int(n) for n in text.split(",")),
                         default=CONCURRENCY, help="the batch sizes N, comma-separated (default 1,4,16)")
     parser.add_argument("--cached-outputs", action="store_true",

@@ -128,8 +128,8 @@ def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: fl
 
 COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
             "minedraft:parallel_steps", "minedraft:fallback_steps", "minedraft:parallel_trial_steps", "minedraft:late_drafts",
-            "minedraft:drafts_trimmed", "minedraft:first_measurements", "minedraft:suffix_requests",
-            "minedraft:suffix_drafts", "minedraft:suffix_accepted", "minedraft:suffix_only_steps")
+            "minedraft:drafts_trimmed", "minedraft:first_measurements", "minedraft:lookup_requests",
+            "minedraft:lookup_drafts", "minedraft:lookup_accepted", "minedraft:lookup_only_steps")
 
 
 def counters(llm) -> dict[str, float]:

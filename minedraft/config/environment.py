@@ -55,7 +55,8 @@ VARIABLES = (
              "catches up, every plain SD step's, skipped for a waiting request) or after_drafts (as vLLM)"),
     Variable("MINEDRAFT_HYBRID", "hybrid", "front end",
              'a second draft source beside the model drafter, as JSON: {"method": "suffix", '
-             '"num_speculative_tokens": 16} and vLLM\'s suffix_decoding_* fields (default: none)'),
+             '"num_speculative_tokens": 16} with vLLM\'s suffix_decoding_* fields, or {"method": "ngram"} with its '
+             'prompt_lookup_* fields (default: none)'),
     Variable("MINEDRAFT_KIT_DIR", None, "modelkit", "the model kit's cache (default ~/.cache/minedraft/kit-v1)"),
     Variable("MINEDRAFT_INJECT_FAULT", None, "tests' fault wrappers (worker, draft engine)",
              "comma-separated faults: draft_lane, draft_lane_stall, draft_lane_hang_rank1, drafter_stall, drafter_exit"),

@@ -20,7 +20,7 @@ from typing import Any
 
 from minedraft.config.environment import ENGINE_SETTINGS, get
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.config.hybrid import suffix_limits
+from minedraft.config.hybrid import lookup_limits
 from minedraft.config.modes import RUNTIME_MODES
 from minedraft.config.drafter_device import DrafterDevice
 
@@ -95,14 +95,15 @@ class MineDraftSettings:
     # the engine core by then skips that round (scheduling/scheduler.py: skips_held_drafts).
     first_token: str = "early"
     # A second draft source beside vLLM's drafter, chosen per request and step by predicted goodput
-    # (config/hybrid.py, policy/draft_sources.py): {"method": "suffix", "num_speculative_tokens": 16} and
-    # vLLM's suffix_decoding_* fields. None: the model drafter alone.
+    # (config/hybrid.py, policy/draft_sources.py): {"method": "suffix", "num_speculative_tokens": 16} with
+    # vLLM's suffix_decoding_* fields, or {"method": "ngram"} with its prompt_lookup_* fields. None: the
+    # model drafter alone.
     hybrid: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in ENV:
             _check(name, getattr(self, name), name)
-        if suffix_limits(self.hybrid) is not None and self.drafter == "process":
+        if lookup_limits(self.hybrid) is not None and self.drafter == "process":
             raise MineDraftConfigError(
                 "hybrid beside the process drafter is not built yet (its draft engine is fed each step's tokens, "
                 "not a deeper source's): use the in-process drafter with hybrid.")

@@ -104,17 +104,17 @@ def _check_depth_table(vllm_config: VllmConfig) -> None:
 
 def _check_hybrid(spec: Any) -> None:
     """The second draft source (config/hybrid.py) beside a model drafter whose drafts are verified as
-    one-hot, as suffix decoding's are: a request's drafts come from either, one rejection sampler for both."""
+    one-hot, as a lookup source's are: a request's drafts come from either, one rejection sampler for both."""
     method = method_of(spec)
     if not method.runs_model:
         raise MineDraftConfigError(
-            f"hybrid drafts beside a model drafter; method {spec.method!r} runs none: use method \"suffix\" "
-            "alone, or a draft model, EAGLE or MTP with hybrid.")
+            f"hybrid drafts beside a model drafter; method {spec.method!r} runs none: use a lookup method "
+            "(suffix, ngram) alone, or a draft model, EAGLE or MTP with hybrid.")
     sampling = (getattr(spec, "draft_sample_method", "greedy"), getattr(spec, "rejection_sample_method", "standard"))
     if sampling != ("greedy", "standard"):
         raise MineDraftConfigError(
             f"hybrid with draft_sample_method={sampling[0]!r} and rejection_sample_method={sampling[1]!r}: "
-            "suffix drafts have no draft probabilities to verify with; use the defaults (greedy, standard).")
+            "lookup drafts have no draft probabilities to verify with; use the defaults (greedy, standard).")
 
 
 def _check_num_spec_tokens(k: Any) -> None:

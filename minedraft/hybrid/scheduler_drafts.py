@@ -1,35 +1,41 @@
 """The second draft source where the scheduler plans a step: drafts from each request's own tokens.
 
-Suffix decoding needs a request's tokens and nothing of the worker's, so it runs in the scheduler, which
-holds them (vLLM's ``Request.all_token_ids``): no worker or lane changes (not yet run under TP or DP; the
-process drafter, whose draft engine is fed each step's tokens, is refused for now: config/settings.py).
-Before a step is planned, each decoding request gets a suffix draft (hybrid/suffix_drafts.py); the policy
-chooses per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put
-where vLLM's scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies
-and accounts for as any drafts. The model drafter drafts after the step for every request it ran
-(vLLM's runner drafts its whole batch), unless every one that decodes verified suffix drafts and the others
-start their prompts: the policy then sets the step's depth to 0, which a drafter that catches up skips
-(policy/policy.py ``_model_drafts_unused``).
-"""
+A lookup source (suffix decoding: suffix_drafts.py; n-gram matching: ngram_drafts.py) needs a request's
+tokens and nothing of the worker's, so it runs in the scheduler, which holds them (vLLM's
+``Request.all_token_ids``): no worker or lane changes (not yet run under TP or DP; the process drafter,
+whose draft engine is fed each step's tokens, is refused for now: config/settings.py). Before a step is
+planned, each decoding request gets a lookup draft; the policy chooses per request whose drafts the target
+verifies (policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
+(``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The
+model drafter drafts after the step for every request it ran (vLLM's runner drafts its whole batch), unless
+every one that decodes verified lookup drafts and the others start their prompts: the policy then sets the
+step's depth to 0, which a drafter that catches up skips (policy/policy.py ``_model_drafts_unused``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from minedraft.config.hybrid import SuffixLimits, suffix_limits
-from minedraft.hybrid.suffix_drafts import SuffixDraft, SuffixDrafts
+from minedraft.config.hybrid import LookupLimits, SuffixLimits, lookup_limits
+from minedraft.hybrid.draft import LookupDraft
 
 
-class SchedulerSuffixDrafts:
-    def __init__(self, limits: SuffixLimits, max_model_len: int) -> None:
-        self.source = SuffixDrafts(limits, max_model_len)
-        self._drafts: dict[str, SuffixDraft] = {}  # the step planned now: each request's draft
+class SchedulerLookupDrafts:
+    def __init__(self, limits: LookupLimits, max_model_len: int) -> None:
+        if isinstance(limits, SuffixLimits):
+            from minedraft.hybrid.suffix_drafts import SuffixDrafts  # the `suffix` extra
+
+            self.source = SuffixDrafts(limits, max_model_len)
+        else:
+            from minedraft.hybrid.ngram_drafts import NgramDrafts
+
+            self.source = NgramDrafts(limits, max_model_len)
+        self._drafts: dict[str, LookupDraft] = {}  # the step planned now: each request's draft
         self.max_depth = limits.max_depth
 
     def propose(self, requests: Iterable[Any]) -> dict[str, tuple[float, ...]]:
         """A draft for each of ``requests`` (vLLM ``Request``\\s that decode); per request with one, its
-        tokens' survival estimates (``RequestView.suffix_probs``)."""
+        tokens' survival estimates (``RequestView.lookup_probs``)."""
         self._drafts = {}
         for request in requests:
             # Skipped: a request whose grammar must accept its drafts (vLLM checks the model drafter's with its
@@ -49,20 +55,22 @@ class SchedulerSuffixDrafts:
         self._drafts = {}
 
     def release(self, req_id: str) -> None:
-        """A request freed (finished or aborted): its output joins the tree of finished outputs."""
+        """A request freed (finished or aborted): suffix decoding's tree of finished outputs takes its output."""
         self.source.release((req_id,))
 
 
-def suffix_source(settings: Any, speculates: bool, max_model_len: int,
-                  log: Callable[[str], None]) -> SchedulerSuffixDrafts | None:
+def lookup_source(settings: Any, speculates: bool, max_model_len: int,
+                  log: Callable[[str], None]) -> SchedulerLookupDrafts | None:
     """The scheduler's second source where the user names one (``settings.hybrid``), with one INFO line."""
-    limits = suffix_limits(settings.hybrid)
+    limits = lookup_limits(settings.hybrid)
     if limits is None or not speculates:
         return None
     if settings.mode == "stock":
         log("MineDraft hybrid: not in mode stock, which stays vLLM's speculative decoding: the model drafter "
             "alone drafts.")
         return None
-    log(f"MineDraft hybrid: suffix decoding (up to {limits.max_depth} tokens) beside the model drafter; each "
+    source = ("suffix decoding" if isinstance(limits, SuffixLimits) else
+              f"n-gram matching ({limits.prompt_lookup_min}-{limits.prompt_lookup_max} tokens matched)")
+    log(f"MineDraft hybrid: {source}, up to {limits.max_depth} tokens, beside the model drafter; each "
         "request verifies, each step, the drafts with the higher predicted goodput (policy/draft_sources.py).")
-    return SchedulerSuffixDrafts(limits, max_model_len)
+    return SchedulerLookupDrafts(limits, max_model_len)

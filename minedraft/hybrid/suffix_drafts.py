@@ -15,26 +15,13 @@ Host code, no model: about 10 us a token speculated or fed (arctic-inference PR 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from minedraft.config.hybrid import SuffixLimits
+from minedraft.hybrid.draft import NO_DRAFT, LookupDraft
 
-__all__ = ["NO_DRAFT", "SuffixDraft", "SuffixDrafts", "SuffixLimits"]
-
-
-@dataclass(frozen=True)
-class SuffixDraft:
-    token_ids: tuple[int, ...]
-    score: float  # the drafts' estimated probabilities summed: the tokens the source expects accepted
-    match_len: int  # the context suffix the draft was matched on
-    # Per token, the estimated chance that it and the tokens before it are accepted (its survival: count
-    # ratios along the tree's path, so they only fall); they sum to ``score``.
-    probs: tuple[float, ...] = ()
-
-
-NO_DRAFT = SuffixDraft((), 0.0, 0)
+__all__ = ["NO_DRAFT", "LookupDraft", "SuffixDrafts", "SuffixLimits"]
 
 
 class SuffixDrafts:
@@ -50,7 +37,7 @@ class SuffixDrafts:
         self._fed: dict[str, int] = {}  # per request, its tokens its tree holds (prompt and output)
 
     def draft(self, req_id: str, token_ids: Sequence[int], num_prompt_tokens: int,
-              limit: int | None = None) -> SuffixDraft:
+              limit: int | None = None) -> LookupDraft:
         """The draft for request ``req_id`` whose tokens so far (prompt and output, none speculative) are
         ``token_ids``; ``limit``: at most this many tokens (else the source's depth)."""
         num_tokens = len(token_ids)
@@ -64,7 +51,7 @@ class SuffixDrafts:
         draft = self.cache.speculate(req_id, pattern, max_spec_tokens=depth,
                                      max_spec_factor=self.limits.max_spec_factor,
                                      min_token_prob=self.limits.min_token_prob)
-        return SuffixDraft(tuple(draft.token_ids), float(draft.score), int(draft.match_len), tuple(draft.probs))
+        return LookupDraft(tuple(draft.token_ids), float(draft.score), int(draft.match_len), tuple(draft.probs))
 
     def _feed(self, req_id: str, token_ids: Sequence[int], num_prompt_tokens: int) -> None:
         fed = self._fed.get(req_id)

@@ -34,11 +34,11 @@ _COUNTERS = {
     "first_measurements": "New requests drafted first at the rate of the finished requests that drafted best, "
     "where what they could gain outweighed what they could lose (speculation_depth=auto).",
     "past_spec_max_len": "Requests that passed the speculative config's max_model_len: no drafts verified since.",
-    "suffix_requests": "Requests verified with the second source's drafts (hybrid: suffix decoding) instead of "
-    "the model drafter's, summed over steps.",
-    "suffix_drafts": "The second source's drafts verified (hybrid); vLLM's spec-decode counters count both sources.",
-    "suffix_accepted": "The second source's drafts accepted (hybrid).",
-    "suffix_only_steps": "Steps whose every decoding request verified the second source's drafts (hybrid), the "
+    "lookup_requests": "Requests verified with the second source's drafts (hybrid: suffix decoding or n-gram) "
+    "instead of the model drafter's, summed over steps.",
+    "lookup_drafts": "The second source's drafts verified (hybrid); vLLM's spec-decode counters count both sources.",
+    "lookup_accepted": "The second source's drafts accepted (hybrid).",
+    "lookup_only_steps": "Steps whose every decoding request verified the second source's drafts (hybrid), the "
     "others starting prompts: the model drafter skipped drafting after them and caught up when next drafted.",
     "depth_rechecks": "Re-checks the policy began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",
@@ -131,9 +131,9 @@ class MineDraftMetrics:
                 acc.draft_only_requests / steps,
                 engine,
             )
-            if acc.suffix_requests:
-                logger.info("MineDraft hybrid: %d of %d requests verified were drafted by suffix decoding "
+            if acc.lookup_requests:
+                logger.info("MineDraft hybrid: %d of %d requests verified were drafted by the lookup source "
                             "(%d drafts, %d accepted), the others by the model drafter (engine %d)",
-                            acc.suffix_requests, acc.verified_requests, acc.suffix_drafts, acc.suffix_accepted,
+                            acc.lookup_requests, acc.verified_requests, acc.lookup_drafts, acc.lookup_accepted,
                             engine)
         self.since_last_log = {}

@@ -53,10 +53,10 @@ class MineDraftStats:
     requests_trimmed: int = 0  # sum over steps of the requests verified with some of their drafts trimmed
     first_measurements: int = 0  # new requests measured first (policy/first_measurement.py)
     past_spec_max_len: int = 0  # requests that passed the speculative max_model_len (no drafts verified since)
-    suffix_requests: int = 0  # sum over steps of requests verified with the second source's drafts (hybrid)
-    suffix_drafts: int = 0  # of the second source's drafts, those verified
-    suffix_accepted: int = 0  # of them, those accepted
-    suffix_only_steps: int = 0  # decoding requests all verified the second source's drafts: no model drafting
+    lookup_requests: int = 0  # sum over steps of requests verified with the second source's drafts (hybrid)
+    lookup_drafts: int = 0  # of the second source's drafts, those verified
+    lookup_accepted: int = 0  # of them, those accepted
+    lookup_only_steps: int = 0  # decoding requests all verified the second source's drafts: no model drafting
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
     # str(drafts) -> requests: the drafts each request with drafts had verified, after the cuts
@@ -87,7 +87,7 @@ class MineDraftStats:
         self.requests_trimmed += counts.requests_trimmed
         self.depth_rechecks += counts.rechecks
         self.first_measurements += counts.first_measurements
-        self.suffix_only_steps += counts.suffix_only
+        self.lookup_only_steps += counts.lookup_only
         for kept, requests in counts.requests_by_drafts.items():
             self.requests_by_drafts[str(kept)] = self.requests_by_drafts.get(str(kept), 0) + requests
 
@@ -103,13 +103,13 @@ class MineDraftStats:
         return cls(**{k: {str(d): int(n) for d, n in v.items()} if isinstance(v, dict) else int(v)
                       for k, v in payload.items() if k in _FIELD_NAMES})
 
-    def observe_suffix(self, verified: Any, suffix_req_ids: Any) -> None:
+    def observe_lookup(self, verified: Any, lookup_req_ids: Any) -> None:
         """A step's verified drafts (``minedraft.policy.VerifiedDrafts``): those of the second source's."""
         for v in verified:
-            if v.req_id in suffix_req_ids:
-                self.suffix_requests += 1
-                self.suffix_drafts += v.drafts
-                self.suffix_accepted += v.accepted
+            if v.req_id in lookup_req_ids:
+                self.lookup_requests += 1
+                self.lookup_drafts += v.drafts
+                self.lookup_accepted += v.accepted
 
     @property
     def empty(self) -> bool:

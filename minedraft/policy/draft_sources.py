@@ -1,15 +1,16 @@
-"""Per request and step, whose drafts the target verifies: the model drafter's or suffix decoding's.
+"""Per request and step, whose drafts the target verifies: the model drafter's or the lookup source's.
 
 Both sources' drafts are there when a step is planned: the model drafter's from the step before (vLLM's
-runner drafts for every request it ran), suffix decoding's made now from the request's tokens
-(hybrid/suffix_drafts.py). Each comes with the chance that its j-th draft survives: the model's from the
-request's measured acceptance (acceptance.py), suffix decoding's from its tree's counts (arctic-inference's
-per-token probabilities) scaled by how well those counts have predicted what the target accepted
-(:class:`SuffixCalibration`). A verified draft pays where its survival exceeds the step's threshold
-(paying_drafts.py), so a source is worth the sum of its paying drafts' survivals above the threshold, and
-the request verifies the source worth more. Until the step-cost model is known (threshold 0) that is the
-expected tokens accepted; where the policy measures no acceptance (a fixed depth), the model's drafts count
-as accepted, ArcticInference's rule (suffix decoding where its score reaches the speculator's length).
+runner drafts for every request it ran), the lookup source's (suffix decoding or n-gram matching, hybrid/)
+made now from the request's tokens. Each comes with the chance that its j-th draft survives: the model's
+from the request's measured acceptance (acceptance.py), the lookup source's from its own estimate (suffix
+decoding's tree counts, arctic-inference's per-token probabilities; n-gram matching's prior) scaled by how
+well that estimate has predicted what the target accepted (:class:`LookupCalibration`). A verified draft
+pays where its survival exceeds the step's threshold (paying_drafts.py), so a source is worth the sum of its
+paying drafts' survivals above the threshold, and the request verifies the source worth more. Until the
+step-cost model is known (threshold 0) that is the expected tokens accepted; where the policy measures no
+acceptance (a fixed depth), the model's drafts count as accepted, ArcticInference's rule (suffix decoding
+where its score reaches the speculator's length).
 
 Exact either way: the target verifies whichever drafts it is given (greedy drafts from both sources; the
 hybrid is refused with draft probabilities, config/validation.py).
@@ -19,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# The calibration's prior, in estimated tokens: until suffix drafts worth this many were verified, the
-# tree's counts are taken at their word (arctic-inference's own use of its score); a request's own
+# The calibration's prior, in estimated tokens: until lookup drafts worth this many were verified, the
+# source's estimate is taken at its word (arctic-inference's own use of its score); a request's own
 # calibration starts from every request's.
 PRIOR_TOKENS = 8.0
 
 
-class SuffixCalibration:
-    """How many tokens the target accepted of suffix drafts per token their counts estimated: over every
+class LookupCalibration:
+    """How many tokens the target accepted of lookup drafts per token their source estimated: over every
     request, and per request, starting from every request's (text that repeats itself and text that does
     not share a batch: the one's matches must not lend the other's their credit)."""
 

@@ -26,9 +26,9 @@ class RequestView:
     num_drafts: int = 0  # the drafts it holds for this step's verification
     on_lane: bool = False  # the lane drafts for it during this step: it sits the step out
     held_if_parallel: bool = False  # held back for the lane next step if this step runs in parallel
-    # The second source's draft for it now (suffix decoding, hybrid/): per token, the chance its tree's counts
-    # give that the token and those before it are accepted. Empty: no such draft.
-    suffix_probs: tuple[float, ...] = ()
+    # The second source's draft for it now (a lookup source, hybrid/): per token, the chance its source
+    # estimates that the token and those before it are accepted. Empty: no such draft.
+    lookup_probs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class PlanCounts:
     requests_by_drafts: Mapping[int, int] = field(default_factory=dict)  # drafts kept -> requests, where weighed
     rechecks: int = 0  # depth re-checks begun
     first_measurements: int = 0  # new requests measured first
-    suffix_only: int = 0  # 1: every decoding request verified suffix drafts, the others start: depth 0
+    lookup_only: int = 0  # 1: every decoding request verified lookup drafts, the others start: depth 0
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class StepPlan:
     counts: PlanCounts = PlanCounts()
     # Per request verified with the second source's drafts instead of the model drafter's: how many of them
     # (its model drafts are dropped; such a request is not in num_drafts).
-    suffix_drafts: Mapping[str, int] = field(default_factory=dict)
+    lookup_drafts: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

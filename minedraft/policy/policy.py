@@ -26,7 +26,7 @@ from typing import Any
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.policy.depth import DepthChoice
-from minedraft.policy.draft_sources import SuffixCalibration, worth
+from minedraft.policy.draft_sources import LookupCalibration, worth
 from minedraft.policy.first_measurement import decide_first_measurements
 from minedraft.policy.load import Load
 from minedraft.policy.overlap import OverlapChoice, placement
@@ -51,7 +51,7 @@ class SpeculationPolicy:
         self.max_depth = max_depth
         self.depth_control = depth_control
         self.catches_up = catches_up  # the drafter skips depth-0 calls and catches up (config/idle_drafter.py)
-        self.second_source = second_source  # suffix decoding drafts beside the model drafter (hybrid/)
+        self.second_source = second_source  # a lookup source drafts beside the model drafter (hybrid/)
         self.limits = RequestLimits(max_depth, spec_max_len)
         self.overlap = OverlapChoice(mode, dedicated, tuning, on_change=log)
         self.depths = (DepthChoice(max_depth, draft_cost, tuning, on_change=log)
@@ -61,8 +61,8 @@ class SpeculationPolicy:
         self._finished: list[str] = []
         self._skipped: dict[str, int] = {}  # per request, the tokens its drafter skipped at depth 0
         self._last_mix = (0, 0)  # the last step's prompt and decode tokens
-        self.suffix_calibration = SuffixCalibration()
-        self._suffix_estimated: dict[str, float] = {}  # the last plan's suffix drafts: accepted tokens estimated
+        self.lookup_calibration = LookupCalibration()
+        self._lookup_estimated: dict[str, float] = {}  # the last plan's lookup drafts: accepted tokens estimated
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -123,7 +123,7 @@ class SpeculationPolicy:
         self.limits.release(finished)
         for rid in finished:
             self._skipped.pop(rid, None)
-        self.suffix_calibration.release(finished)
+        self.lookup_calibration.release(finished)
         if self.depths is not None:  # the finished ones join the prior of the requests after them
             self.depths.acceptance.release(finished)
         rechecks, first = self._choose_depth(view)
@@ -131,32 +131,32 @@ class SpeculationPolicy:
         load = Load.of(decoding, self.depth, *self._last_mix)
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
-        num_drafts, suffix_drafts, counts = self._num_drafts(view, parallel)
-        suffix_only = self._model_drafts_unused(view, suffix_drafts, parallel)
-        if suffix_only:
+        num_drafts, lookup_drafts, counts = self._num_drafts(view, parallel)
+        lookup_only = self._model_drafts_unused(view, lookup_drafts, parallel)
+        if lookup_only:
             self.depth = 0
             load = Load.of(decoding, 0, *self._last_mix)
         return StepPlan(self.depth, parallel, num_drafts, load, PlanCounts(
-            **counts, rechecks=rechecks, first_measurements=first, suffix_only=int(suffix_only)), suffix_drafts)
+            **counts, rechecks=rechecks, first_measurements=first, lookup_only=int(lookup_only)), lookup_drafts)
 
-    def _model_drafts_unused(self, view: StepView, suffix_drafts: dict[str, int], parallel: bool) -> bool:
+    def _model_drafts_unused(self, view: StepView, lookup_drafts: dict[str, int], parallel: bool) -> bool:
         """Whether the model drafter, which drafts after the step for every request the step runs, would
-        draft only for requests that verify suffix decoding's drafts now, or whose prompts start: text that
+        draft only for requests that verify the lookup source's drafts now, or whose prompts start: text that
         repeats itself is likely to again next step, and a prompt's first drafts are not yet known to be
-        wanted (its request may copy its prompt, which suffix decoding drafts from its first output token
+        wanted (its request may copy its prompt, which a lookup source drafts from its first output token
         on). So the drafter skips at depth 0 and catches up when next drafted (``catches_up``; its cost is
         then weighed as any catch-up's): a request the model drafts for later pays the draft's prefill then,
-        one step later, and one that suffix decoding drafts to its end never pays it (a draft model's
+        one step later, and one that the lookup source drafts to its end never pays it (a draft model's
         prefill of a 500-token prompt took about 4 s of 23 s for 64 tokens on the real pair, EPYC bf16,
-        2026-12-03). A request whose suffix draft misses next step verifies none of the model's that step.
+        2026-12-03). A request whose lookup draft misses next step verifies none of the model's that step.
         Not in a re-check, which measures its own depth, nor where the depth is the user's or a parallel
         step drafts for the lane."""
         if not (self.second_source and self.catches_up and self.depth > 0 and not parallel
                 and self.depths is not None and not self.depths.rechecking):
             return False
         running = [r for r in view.requests if not r.on_lane]
-        return (any(r.req_id in suffix_drafts or not r.decoding for r in running)
-                and all(r.req_id in suffix_drafts for r in running if r.decoding))
+        return (any(r.req_id in lookup_drafts or not r.decoding for r in running)
+                and all(r.req_id in lookup_drafts for r in running if r.decoding))
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts
@@ -188,7 +188,7 @@ class SpeculationPolicy:
         and to those its acceptance pays for; and those verified with the second source's drafts instead
         (draft_sources.py), how many of them."""
         past = self.limits.newly_past(view.requests)
-        verified = [r for r in view.requests if r.decoding and (r.num_drafts or r.suffix_probs)
+        verified = [r for r in view.requests if r.decoding and (r.num_drafts or r.lookup_probs)
                     and not r.on_lane and not (parallel and r.held_if_parallel)]
         kept, raw, cut = {}, {}, 0
         for r in verified:
@@ -197,25 +197,25 @@ class SpeculationPolicy:
             cut += max(n - limit, 0)
             kept[r.req_id] = min(n, limit)
             own = self.limits.own(r)
-            if r.suffix_probs and own != 0:
-                raw[r.req_id] = r.suffix_probs[:own]
+            if r.lookup_probs and own != 0:
+                raw[r.req_id] = r.lookup_probs[:own]
         counts = dict(drafts_cut=cut, past_spec_max_len=past)
         weighs = self.per_request and self.depths.costs.known and not self.depths.rechecking
         num_verified = sum(1 for r in view.requests if r.decoding and not r.on_lane
                            and not (parallel and r.held_if_parallel))
         survivals = {rid: self._model_survivals(rid, n) for rid, n in kept.items() if n}
         threshold = self._threshold(num_verified, survivals) if weighs else 0.0
-        suffix = {}  # the requests that verify the second source's drafts: their survivals
+        lookup = {}  # the requests that verify the second source's drafts: their survivals
         for rid, probs in raw.items():
-            own = self.suffix_calibration.survivals(rid, probs)
+            own = self.lookup_calibration.survivals(rid, probs)
             if worth(own, threshold) > worth(survivals.get(rid, ()), threshold):
-                suffix[rid] = survivals[rid] = own
+                lookup[rid] = survivals[rid] = own
                 kept[rid] = 0  # its model drafts are not verified
         if weighs:
-            counts.update(self._trim(num_verified, survivals, kept, suffix))
-        suffix_drafts = {rid: len(own) for rid, own in suffix.items() if own}
-        self._suffix_estimated = {rid: sum(raw[rid][:n]) for rid, n in suffix_drafts.items()}
-        return kept, suffix_drafts, counts
+            counts.update(self._trim(num_verified, survivals, kept, lookup))
+        lookup_drafts = {rid: len(own) for rid, own in lookup.items() if own}
+        self._lookup_estimated = {rid: sum(raw[rid][:n]) for rid, n in lookup_drafts.items()}
+        return kept, lookup_drafts, counts
 
     def _model_survivals(self, rid: str, n: int) -> list[float]:
         """The chance that each of the model drafter's ``n`` drafts survives: the request's measured
@@ -237,9 +237,9 @@ class SpeculationPolicy:
             drafts - num_verified * self.depth)
 
     def _trim(self, num_verified: int, survivals: dict[str, list[float]], kept: dict[str, int],
-              suffix: dict[str, list[float]]) -> dict[str, Any]:
+              lookup: dict[str, list[float]]) -> dict[str, Any]:
         """The drafts of each request verified now cut to those whose chance of acceptance pays for their
-        verification in the step-cost model (``kept``, and ``suffix`` for the second source's, cut in place)."""
+        verification in the step-cost model (``kept``, and ``lookup`` for the second source's, cut in place)."""
         choice = self.depths
         rows = list(survivals.items())
         drafts = sum(len(s) for _, s in rows)
@@ -254,11 +254,11 @@ class SpeculationPolicy:
             if n < len(own):
                 trimmed += len(own) - n
                 trimmed_requests += 1
-                if rid in suffix:
-                    suffix[rid] = own[:n]
+                if rid in lookup:
+                    lookup[rid] = own[:n]
                 else:
                     kept[rid] = n
-            if n == 0 and rid not in suffix:
+            if n == 0 and rid not in lookup:
                 choice.acceptance.note_all_cut(rid)
         return dict(drafts_trimmed=trimmed, requests_trimmed=trimmed_requests, requests_by_drafts=by_drafts)
 
@@ -267,11 +267,11 @@ class SpeculationPolicy:
         """A step as it ran: its verified drafts always; its seconds where it was timed."""
         plan = result.plan
         verified = result.verified
-        if plan.suffix_drafts:  # the second source's drafts calibrate it, not the model's acceptance
-            verified = [v for v in verified if v.req_id not in plan.suffix_drafts]
+        if plan.lookup_drafts:  # the second source's drafts calibrate it, not the model's acceptance
+            verified = [v for v in verified if v.req_id not in plan.lookup_drafts]
             for v in result.verified:
-                if v.req_id in plan.suffix_drafts:
-                    self.suffix_calibration.observe(v.req_id, self._suffix_estimated.get(v.req_id, 0.0), v.accepted)
+                if v.req_id in plan.lookup_drafts:
+                    self.lookup_calibration.observe(v.req_id, self._lookup_estimated.get(v.req_id, 0.0), v.accepted)
         if self.depths is not None:
             self.depths.observe_verification(verified)
         catch_up = self._count_catch_up(result)

@@ -47,7 +47,7 @@ from minedraft.config.idle_drafter import catches_up
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
-from minedraft.hybrid.scheduler_drafts import suffix_source
+from minedraft.hybrid.scheduler_drafts import lookup_source
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
@@ -71,7 +71,7 @@ class MineDraftScheduler(Scheduler):
     speculation: SpeculationPolicy | None = None
     _ran: _RanStep | None = None  # the step update_from_output saw last
     _scheduled: tuple[StepResult, float] | None = None  # the step schedule() planned last, and its start
-    _suffix = None  # the second draft source (hybrid/), where the user names one
+    _lookup = None  # the second draft source (hybrid/), where the user names one
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -99,12 +99,12 @@ class MineDraftScheduler(Scheduler):
         self._placeholder_req_ids: set[str] = set()  # its requests whose drafts vLLM's runner will not make
         self._lookahead_slots = self.num_lookahead_tokens  # the KV slots vLLM reserves for the drafter (K)
         self._drafter_room = drafter_room(self.vllm_config) if spec is not None else 0
-        self._suffix = suffix_source(self.settings, self.plans_lanes, self.max_model_len, logger.info)
+        self._lookup = lookup_source(self.settings, self.plans_lanes, self.max_model_len, logger.info)
         if self.plans_lanes:
             self.speculation = SpeculationPolicy.for_engine(
                 self.vllm_config, self.settings, self.num_spec_tokens, self.dynamic_sd_lookup is not None,
                 self._drafter_catches_up, speculative_max_len(self.vllm_config), logger.info,
-                second_source=self._suffix is not None)
+                second_source=self._lookup is not None)
             if self.speculation.depth_control == "drafted":
                 self.dynamic_sd_lookup = ChosenDepth(lambda: self.speculation.depth)
 
@@ -133,8 +133,8 @@ class MineDraftScheduler(Scheduler):
     def _free_request(self, request: Request, delay_free_blocks: bool = False):
         if self.speculation is not None:
             self.speculation.finish(request.request_id)
-        if self._suffix is not None:
-            self._suffix.release(request.request_id)
+        if self._lookup is not None:
+            self._lookup.release(request.request_id)
         return super()._free_request(request, delay_free_blocks)
 
     # ------------------------------------------------------------------ schedule
@@ -158,8 +158,8 @@ class MineDraftScheduler(Scheduler):
             request = self.requests[rid]
             if len(request.spec_token_ids) > kept:
                 request.spec_token_ids = request.spec_token_ids[:kept]
-        if self._suffix is not None:
-            self._suffix.apply(self.requests, plan.suffix_drafts)
+        if self._lookup is not None:
+            self._lookup.apply(self.requests, plan.lookup_drafts)
         for stats in (self.minedraft_stats, self.minedraft_totals):
             stats.observe_plan(plan.counts)
         output = super().schedule(throttle_prefills)
@@ -170,11 +170,11 @@ class MineDraftScheduler(Scheduler):
         prefilling ones and the waiting ones the batch has room for: its drafts are verified by them too)."""
         room = max(self.max_num_running_reqs - len(self.running), 0)
         starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
-        suffix = ({} if self._suffix is None
-                  else self._suffix.propose(r for r in decoding if r.request_id not in self._drafting))
+        lookup = ({} if self._lookup is None
+                  else self._lookup.propose(r for r in decoding if r.request_id not in self._drafting))
         requests = [RequestView(r.request_id, True, r.max_tokens - r.num_output_tokens, r.num_tokens,
                                 num_drafts=len(r.spec_token_ids), on_lane=r.request_id in self._drafting,
-                                held_if_parallel=r.request_id in held, suffix_probs=suffix.get(r.request_id, ()))
+                                held_if_parallel=r.request_id in held, lookup_probs=lookup.get(r.request_id, ()))
                     for r in decoding]
         requests += [RequestView(r.request_id, False, r.max_tokens - r.num_output_tokens, r.num_tokens,
                                  prompt_left=max(r.num_prompt_tokens - r.num_computed_tokens, 0)) for r in starting]
@@ -242,9 +242,9 @@ class MineDraftScheduler(Scheduler):
             result = dataclasses.replace(
                 result, verified=_verified(scheduler_output, model_runner_output),
                 output_tokens=sum(len(ids) for ids in model_runner_output.sampled_token_ids))
-            if result.plan.suffix_drafts:
+            if result.plan.lookup_drafts:
                 for stats in (self.minedraft_stats, self.minedraft_totals):
-                    stats.observe_suffix(result.verified, result.plan.suffix_drafts)
+                    stats.observe_lookup(result.verified, result.plan.lookup_drafts)
             if self.has_unfinished_requests():
                 self._ran = _RanStep(result, started)
             else:  # the engine idles until the next request: that gap is not step time
@@ -305,8 +305,8 @@ class MineDraftScheduler(Scheduler):
     def make_spec_decoding_stats(self, spec_decoding_stats, num_draft_tokens, num_accepted_tokens, *args, **kwargs):
         # vLLM sizes a step's per-position acceptance to K; the second source drafts deeper (every step's the
         # same size: vLLM's log line sums them; its per-position counters export the first K).
-        if spec_decoding_stats is None and self._suffix is not None and self.log_stats and num_draft_tokens:
-            spec_decoding_stats = SpecDecodingStats.new(max(self.num_spec_tokens, self._suffix.max_depth))
+        if spec_decoding_stats is None and self._lookup is not None and self.log_stats and num_draft_tokens:
+            spec_decoding_stats = SpecDecodingStats.new(max(self.num_spec_tokens, self._lookup.max_depth))
         return super().make_spec_decoding_stats(spec_decoding_stats, num_draft_tokens, num_accepted_tokens,
                                                 *args, **kwargs)
 

@@ -32,6 +32,7 @@ EAGLE3_CAPPED = {"capture_max_mib": 0.25}
 DEPTH_TABLE = [[1, 2, 3], [3, 12, 0], [13, 64, 1]]
 INLINE_DRAFTS_LINE = "a deferred draft call would copy"
 HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
+HYBRID_NGRAM = {"hybrid": {"method": "ngram", "prompt_lookup_min": 2, "prompt_lookup_max": 4}}
 # Runs whose worker writes each step's lane timings (minedraft/worker/step_profile.py).
 PROFILED_RUNS = {"minedraft"}
 # Runs on vLLM's engine-core process, as a user's engine runs; the others run their engine core in process
@@ -62,6 +63,8 @@ def _mix_runs(kit) -> dict[str, dict]:
         "minedraft_hybrid": {"mode": "minedraft_auto", **eagle3, "minedraft": HYBRID},
         "minedraft_hybrid_parallel": {"mode": "minedraft_parallel", **draft,
                                       "minedraft": {**HYBRID, "speculation_depth": "auto"}},
+        # vLLM's n-gram matcher as the second source, beside the default's EAGLE-3 head.
+        "minedraft_hybrid_ngram": {"mode": "minedraft_auto", **eagle3, "minedraft": HYBRID_NGRAM},
         # The n-gram drafter is not called at depth 0 (it keeps nothing across steps to catch up).
         "minedraft_ngram_depth_table": {"mode": "minedraft_parallel", "draft": None, "method": "ngram", **table},
     }
@@ -106,7 +109,8 @@ def _run(request, name: str) -> dict:
 
 MINEDRAFT_RUNS = ["minedraft_default", "minedraft", "minedraft_process", "minedraft_eagle3", "minedraft_eagle3_capped",
                   "minedraft_depth_auto", "minedraft_depth_table", "minedraft_eagle3_depth_table",
-                  "minedraft_ngram_depth_table", "minedraft_hybrid", "minedraft_hybrid_parallel"]
+                  "minedraft_ngram_depth_table", "minedraft_hybrid", "minedraft_hybrid_parallel",
+                  "minedraft_hybrid_ngram"]
 
 
 @pytest.mark.parametrize("run", ["stock_sd", "stock_eagle3", "stock_eagle3_depth_table"])
@@ -165,22 +169,25 @@ def test_each_request_s_verified_drafts_went_through_its_own_cut(mix_runs, run):
 
 def _model_acceptance(m: dict) -> float:
     """Of the drafts the target verified, the model drafter's: the share accepted."""
-    drafts = m["vllm:spec_decode_num_draft_tokens"] - m["minedraft:suffix_drafts"]
-    return (m["vllm:spec_decode_num_accepted_tokens"] - m["minedraft:suffix_accepted"]) / drafts
+    drafts = m["vllm:spec_decode_num_draft_tokens"] - m["minedraft:lookup_drafts"]
+    return (m["vllm:spec_decode_num_accepted_tokens"] - m["minedraft:lookup_accepted"]) / drafts
 
 
-@pytest.mark.parametrize(("run", "alone"), [("minedraft_hybrid", "minedraft_default"),
-                                            ("minedraft_hybrid_parallel", "minedraft_depth_auto")])
-def test_both_sources_drafted_and_the_model_accepts_after_suffix_steps_as_without_them(mix_runs, run, alone):
-    """Both sources' drafts were verified, suffix decoding's accepted; and the model drafter, which skipped
-    or ran over the steps where suffix drafts were verified (rejected ones among them), accepts at least as
+@pytest.mark.parametrize(("run", "alone", "source"), [
+    ("minedraft_hybrid", "minedraft_default", "suffix decoding, up to 16 tokens"),
+    ("minedraft_hybrid_parallel", "minedraft_depth_auto", "suffix decoding, up to 16 tokens"),
+    ("minedraft_hybrid_ngram", "minedraft_default", "n-gram matching (2-4 tokens matched), up to 16 tokens")])
+def test_both_sources_drafted_and_the_model_accepts_after_lookup_steps_as_without_them(mix_runs, run, alone,
+                                                                                       source):
+    """Both sources' drafts were verified, the lookup source's accepted; and the model drafter, which skipped
+    or ran over the steps where lookup drafts were verified (rejected ones among them), accepts at least as
     it does without the second source (a draft KV cache or EAGLE-3 hidden states out of step after those
     steps would lower it; float32 sums and a different mix of requests per source, hence a margin)."""
     m, plain = mix_runs[run]["metrics"], mix_runs[alone]["metrics"]
-    assert m["minedraft:suffix_requests"] > 0 and m["minedraft:suffix_accepted"] > 0, m
-    assert m["vllm:spec_decode_num_drafts"] > m["minedraft:suffix_requests"], m  # model drafts verified too
+    assert m["minedraft:lookup_requests"] > 0 and m["minedraft:lookup_accepted"] > 0, m
+    assert m["vllm:spec_decode_num_drafts"] > m["minedraft:lookup_requests"], m  # model drafts verified too
     assert _model_acceptance(m) >= _acceptance_rate(plain) - 0.15, (m, plain)
-    assert "MineDraft hybrid: suffix decoding (up to 16 tokens)" in mix_runs[run]["log"]
+    assert f"MineDraft hybrid: {source} beside the model drafter" in mix_runs[run]["log"]
 
 
 def _acceptance_rate(m: dict) -> float:
@@ -210,7 +217,7 @@ TIMING_DRIVEN_RUNS = {"minedraft_depth_auto", "minedraft_hybrid_parallel"}
 def test_minedraft_really_ran_parallel_steps(run, request):
     """Pinned runs ran parallel steps; the default, whose drafter shares the target's cores here, ran none."""
     m = _run(request, run)["metrics"]
-    if run in ("minedraft_default", "minedraft_hybrid"):
+    if run in ("minedraft_default", "minedraft_hybrid", "minedraft_hybrid_ngram"):
         assert m.get("minedraft:parallel_steps", 0) == 0 and m["minedraft:fallback_steps"] > 0, m
     elif run not in TIMING_DRIVEN_RUNS:
         assert m["minedraft:parallel_steps"] > 0

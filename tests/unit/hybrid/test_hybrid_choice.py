@@ -8,24 +8,35 @@ from types import SimpleNamespace
 import pytest
 
 from minedraft.config.errors import MineDraftConfigError
-from minedraft.config.hybrid import suffix_limits
+from minedraft.config.hybrid import lookup_limits
 from minedraft.config.settings import MineDraftSettings
 from minedraft.config.validation import validate_vllm_config
 from minedraft.policy import RequestView, SpeculationPolicy, StepResult, StepView, VerifiedDrafts
-from minedraft.policy.draft_sources import PRIOR_TOKENS, SuffixCalibration, worth
+from minedraft.policy.draft_sources import PRIOR_TOKENS, LookupCalibration, worth
 
 
 def test_vllm_s_suffix_fields_set_the_source_s_limits():
-    limits = suffix_limits({"method": "suffix", "num_speculative_tokens": 12, "suffix_decoding_max_tree_depth": 32,
+    limits = lookup_limits({"method": "suffix", "num_speculative_tokens": 12, "suffix_decoding_max_tree_depth": 32,
                             "suffix_decoding_min_token_prob": 0.3})
     assert (limits.max_depth, limits.max_tree_depth, limits.min_token_prob) == (12, 32, 0.3)
-    assert suffix_limits(None) is None
-    assert suffix_limits({"method": "suffix"}).max_depth == 16
+    assert lookup_limits(None) is None
+    assert lookup_limits({"method": "suffix"}).max_depth == 16
+
+
+@pytest.mark.parametrize(("fields", "matched"), [({}, (5, 5)), ({"prompt_lookup_max": 4}, (4, 4)),
+                                                 ({"prompt_lookup_min": 2}, (2, 2)),
+                                                 ({"prompt_lookup_min": 2, "prompt_lookup_max": 4}, (2, 4))])
+def test_vllm_s_prompt_lookup_fields_set_the_ngram_source_s_limits_with_its_defaults(fields, matched):
+    """vLLM's rule (config/speculative.py): both unset, 5 and 5; one unset, the other's value."""
+    limits = lookup_limits({"method": "ngram", **fields})
+    assert (limits.prompt_lookup_min, limits.prompt_lookup_max, limits.max_depth) == (*matched, 16)
 
 
 @pytest.mark.parametrize(("hybrid", "says"), [
-    ({"method": "medusa"}, "method must be one of suffix"),
-    ({"method": "ngram"}, "not built yet"),
+    ({"method": "medusa"}, "method must be one of suffix, ngram"),
+    ({"method": "ngram", "prompt_lookup_min": 4, "prompt_lookup_max": 2}, "must be <= prompt_lookup_max=2"),
+    ({"method": "ngram", "prompt_lookup_max": 0}, "prompt_lookup_max must be a positive integer"),
+    ({"method": "ngram", "suffix_decoding_max_tree_depth": 8}, "unknown field"),
     ({"method": "suffix", "num_speculative_tokens": 0}, "positive integer"),
     ({"method": "suffix", "suffix_decoding_min_token_prob": 1.5}, r"a number in \[0, 1\]"),
     ({"method": "suffix", "suffix_decoding_max_cached_requests": -1}, "an integer >= 0"),
@@ -65,7 +76,7 @@ def test_hybrid_beside_a_greedy_model_drafter_is_accepted():
 
 
 def test_the_calibration_scales_the_tree_s_estimates_by_what_was_accepted():
-    calibration = SuffixCalibration()
+    calibration = LookupCalibration()
     assert calibration.survivals("a", [0.9, 0.5]) == [0.9, 0.5]  # no verification yet: the counts at their word
     calibration.observe("a", estimated=3 * PRIOR_TOKENS, accepted=0)
     assert calibration.factor == pytest.approx(0.25)
@@ -74,7 +85,7 @@ def test_the_calibration_scales_the_tree_s_estimates_by_what_was_accepted():
 
 def test_a_request_s_own_misses_do_not_discount_another_s_matches():
     """Prose beside an edit in one batch: the prose request's suffix drafts are rejected, the edit's accepted."""
-    calibration = SuffixCalibration()
+    calibration = LookupCalibration()
     for _ in range(4):
         calibration.observe("prose", estimated=4.0, accepted=0)
         calibration.observe("edit", estimated=4.0, accepted=4)
@@ -94,7 +105,7 @@ def _view(*requests):
 
 
 def _decoding(rid, num_drafts=3, suffix=()):
-    return RequestView(rid, True, tokens_left=100, num_tokens=50, num_drafts=num_drafts, suffix_probs=suffix)
+    return RequestView(rid, True, tokens_left=100, num_tokens=50, num_drafts=num_drafts, lookup_probs=suffix)
 
 
 def test_at_a_fixed_depth_a_request_verifies_the_suffix_draft_where_its_score_reaches_the_model_s_length():
@@ -102,7 +113,7 @@ def test_at_a_fixed_depth_a_request_verifies_the_suffix_draft_where_its_score_re
     policy = SpeculationPolicy(3)
     plan = policy.plan(_view(_decoding("copy", suffix=(1.0,) * 4), _decoding("prose", suffix=(0.9, 0.8, 0.5)),
                              _decoding("none")))
-    assert plan.suffix_drafts == {"copy": 4}
+    assert plan.lookup_drafts == {"copy": 4}
     assert plan.num_drafts == {"copy": 0, "prose": 3, "none": 3}  # the copying request's model drafts dropped
 
 
@@ -114,13 +125,13 @@ def test_a_request_s_own_limit_caps_the_suffix_draft_too():
     plan = policy.plan(_view(_decoding("capped", num_drafts=0, suffix=(1.0,) * 12),
                              _decoding("off", num_drafts=0, suffix=(1.0,) * 12),
                              _decoding("deep", num_drafts=0, suffix=(1.0,) * 12)))
-    assert plan.suffix_drafts == {"capped": 2, "deep": 9}
+    assert plan.lookup_drafts == {"capped": 2, "deep": 9}
 
 
 def test_at_depth_0_the_suffix_draft_is_verified_where_the_model_has_none():
     policy = SpeculationPolicy(3)
     plan = policy.plan(_view(_decoding("a", num_drafts=0, suffix=(0.6, 0.3))))
-    assert plan.suffix_drafts == {"a": 2}
+    assert plan.lookup_drafts == {"a": 2}
 
 
 def test_suffix_verifications_calibrate_the_source_and_not_the_model_s_acceptance():
@@ -129,10 +140,10 @@ def test_suffix_verifications_calibrate_the_source_and_not_the_model_s_acceptanc
     for policy, verified in zip(policies, ([VerifiedDrafts("a", 8, 0), VerifiedDrafts("b", 3, 3)],
                                            [VerifiedDrafts("b", 3, 3)])):
         plan = policy.plan(_view(_decoding("a", num_drafts=0, suffix=(1.0,) * 8), _decoding("b")))
-        assert plan.suffix_drafts == {"a": 8}
+        assert plan.lookup_drafts == {"a": 8}
         policy.observe(StepResult(plan, num_decoding=2, tokens=2 + 8 + 3, verified=verified))
     with_suffix, without = policies
-    assert with_suffix.suffix_calibration.accepted == 0 and with_suffix.suffix_calibration.estimated == 8
+    assert with_suffix.lookup_calibration.accepted == 0 and with_suffix.lookup_calibration.estimated == 8
     assert with_suffix.depths.acceptance.survivals("a", 3) == without.depths.acceptance.survivals("a", 3)
 
 
@@ -148,17 +159,17 @@ def test_the_model_drafter_skips_a_step_whose_every_request_verifies_suffix_draf
     """Its drafts would all be dropped next step if the text keeps repeating itself: depth 0, caught up later."""
     policy = _catching_up_policy()
     plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("b", num_drafts=0, suffix=(1.0,) * 8)))
-    assert plan.suffix_drafts == {"a": 8, "b": 8}
-    assert plan.depth == 0 and not plan.parallel and plan.counts.suffix_only == 1
+    assert plan.lookup_drafts == {"a": 8, "b": 8}
+    assert plan.depth == 0 and not plan.parallel and plan.counts.lookup_only == 1
     policy.observe(StepResult(plan, num_decoding=2, tokens=18, scheduled={"a": 9, "b": 9}))
     plan = policy.plan(_view(_decoding("a", num_drafts=0), _decoding("b", num_drafts=0, suffix=(1.0,) * 8)))
-    assert plan.suffix_drafts == {"b": 8} and plan.depth > 0  # "a" missed: the model drafts it again
+    assert plan.lookup_drafts == {"b": 8} and plan.depth > 0  # "a" missed: the model drafts it again
 
 
 def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts():
     policy = _catching_up_policy()
     plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _starting("new")))
-    assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
+    assert plan.lookup_drafts == {"a": 8} and plan.depth > 0
 
 
 @pytest.mark.parametrize("others", [[], [_decoding("a", suffix=(1.0,) * 8)]])
@@ -167,12 +178,12 @@ def test_a_prompt_s_draft_prefill_waits_until_the_model_drafts_for_its_request(o
     depth 0: the draft's prefill is caught up when the model first drafts for the request, and never where
     suffix decoding drafts it to its end. Without a second source, the prompt's drafts are made as before."""
     plan = _catching_up_policy().plan(_view(_starting("new"), *others))
-    assert plan.depth == 0 and plan.counts.suffix_only == 1
+    assert plan.depth == 0 and plan.counts.lookup_only == 1
     plan = _catching_up_policy(second_source=False).plan(_view(_starting("new"), *others))
-    assert plan.depth > 0 and plan.counts.suffix_only == 0
+    assert plan.depth > 0 and plan.counts.lookup_only == 0
 
 
 def test_a_model_drafter_that_cannot_catch_up_drafts_every_step():
     policy = SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, second_source=True)
     plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _starting("new")))
-    assert plan.suffix_drafts == {"a": 8} and plan.depth > 0
+    assert plan.lookup_drafts == {"a": 8} and plan.depth > 0
