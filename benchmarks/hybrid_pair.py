@@ -147,29 +147,33 @@ def summarize(samples: list[dict]) -> dict:
                 ratios.append(round_rates["hybrid"] / round_rates[top])
             if "hybrid_ngram" in round_rates:
                 ngram_ratios.append(round_rates["hybrid_ngram"] / round_rates[top])
-        hybrid = [s for s in samples if s["engine"] == "hybrid" and s["phase"] == phase]
-        counters = [s["counters"] for s in hybrid]
+        def counters(engine: str) -> list[dict]:
+            return [s["counters"] for s in samples if s["engine"] == engine and s["phase"] == phase]
+
         rows[f"{first['text']} N={first['requests']}"] = {
             "load": first["text"], "requests": first["requests"],
             "tok_s": {e: statistics.median(v) for e, v in rates.items() if v},
             "best_static": best, "hybrid_vs_best_static": statistics.median(ratios) if ratios else None,
             "rounds": ratios,
             "hybrid_ngram_vs_best_static": statistics.median(ngram_ratios) if ngram_ratios else None,
-            "hybrid_suffix_share": _share(counters)}
+            "hybrid_lookup_share": _share(counters("hybrid")),
+            "hybrid_ngram_lookup_share": _share(counters("hybrid_ngram"))}
     return rows
 
 
 def _share(counters: list[dict]) -> dict | None:
-    """The hybrid's requests verified with suffix drafts, and drafts accepted per source, over its rounds."""
+    """A hybrid's requests verified with lookup drafts, and drafts accepted per source, over its rounds."""
     if not counters:
         return None
+    # Counters named minedraft:suffix_* before 2026-12-03 11:10 UTC (commit e9b4d1f): read as lookup_*.
+    counters = [{k.replace("minedraft:suffix_", "minedraft:lookup_"): v for k, v in c.items()} for c in counters]
     total = {k: sum(c.get(k, 0.0) for c in counters) for k in counters[0]}
-    if "minedraft:lookup_drafts" not in total:  # a run before sweep.COUNTERS held the suffix counters
+    if "minedraft:lookup_drafts" not in total:  # a run before sweep.COUNTERS held the second source's counters
         return None
     drafts, accepted = total["vllm:spec_decode_num_draft_tokens"], total["vllm:spec_decode_num_accepted_tokens"]
-    suffix_d, suffix_a = total.get("minedraft:lookup_drafts", 0.0), total.get("minedraft:lookup_accepted", 0.0)
-    return {"lookup_requests": total.get("minedraft:lookup_requests", 0.0), "lookup_drafts": suffix_d,
-            "lookup_accepted": suffix_a, "model_drafts": drafts - suffix_d, "model_accepted": accepted - suffix_a,
+    lookup_d, lookup_a = total.get("minedraft:lookup_drafts", 0.0), total.get("minedraft:lookup_accepted", 0.0)
+    return {"lookup_requests": total.get("minedraft:lookup_requests", 0.0), "lookup_drafts": lookup_d,
+            "lookup_accepted": lookup_a, "model_drafts": drafts - lookup_d, "model_accepted": accepted - lookup_a,
             "lookup_only_steps": total.get("minedraft:lookup_only_steps")}
 
 
