@@ -6,7 +6,8 @@ mismatched collectives (gloo aborted rank 1 on "Received data size doesn't match
 Exactness: the kit's 48-request mix (chunked prefill, prefix caching, preemption) in parallel mode
 against the target alone at TP 2 (float32 sums split over two ranks need not match TP 1's), with the
 in-process drafter and with the process drafter (its engine on core 1, which rank 1 also uses: a
-correctness setting, not a speed one), which only rank 0 talks to.
+correctness setting, not a speed one), which only rank 0 talks to; and with suffix decoding beside the
+draft model (``hybrid``: its drafts made in the scheduler, which every rank's batch follows).
 Faults: a draft job that never returns on rank 1 leaves rank 0 waiting inside a collective; the
 engine must end with an error within MineDraft's bound on a draft job (``lane_timeout_s``), with
 one line naming the rank, and no process it started may stay.
@@ -62,13 +63,25 @@ def minedraft_process_tp(kit, tmp_path_factory):
                   {"drafter": "process", "drafter_device": "cpu:1"})
 
 
-@pytest.mark.parametrize("run", ["minedraft_tp", "minedraft_process_tp"])
+@pytest.fixture(scope="module")
+def minedraft_hybrid_tp(kit, tmp_path_factory):
+    return run_tp("minedraft_parallel", kit, tmp_path_factory.mktemp("minedraft_hybrid_tp"),
+                  {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}})
+
+
+@pytest.mark.parametrize("run", ["minedraft_tp", "minedraft_process_tp", "minedraft_hybrid_tp"])
 def test_minedraft_at_tp2_matches_the_target_alone_at_tp2(target_alone_tp, run, request):
     result = request.getfixturevalue(run)
     assert result["tokens"] == target_alone_tp["tokens"]
     m = result["metrics"]
     assert m["minedraft:parallel_steps"] > 0 and m["vllm:spec_decode_num_accepted_tokens"] > 0
     assert m.get("vllm:num_preemptions", 0) > 0
+
+
+def test_both_hybrid_sources_drafted_at_tp2(minedraft_hybrid_tp):
+    m = minedraft_hybrid_tp["metrics"]
+    assert m["minedraft:lookup_requests"] > 0 and m["minedraft:lookup_accepted"] > 0, m
+    assert m["vllm:spec_decode_num_drafts"] > m["minedraft:lookup_requests"], m  # the model's drafts verified too
 
 
 def test_the_serial_lane_is_said_once(minedraft_tp):
