@@ -16,3 +16,11 @@ class LookupDraft:
 
 
 NO_DRAFT = LookupDraft((), 0.0, 0)
+
+
+def room(num_tokens: int, num_prompt_tokens: int, max_model_len: int, depth: int, limit: int | None) -> int:
+    """How many tokens a request's lookup draft may hold now: none while its prompt computes, none past
+    vLLM's room for drafts (``max_model_len - num_tokens - 1``), else the source's ``depth`` or ``limit``."""
+    if num_tokens <= num_prompt_tokens or num_tokens >= max_model_len:
+        return 0
+    return max(min(depth if limit is None else limit, max_model_len - num_tokens - 1), 0)

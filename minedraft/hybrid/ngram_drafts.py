@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from minedraft.config.hybrid import NgramLimits
-from minedraft.hybrid.draft import NO_DRAFT, LookupDraft
+from minedraft.hybrid.draft import NO_DRAFT, LookupDraft, room
 
 SURVIVAL = 0.9  # the prior chance that each next copied token holds, before the calibration measures it
 
@@ -37,11 +37,8 @@ class NgramDrafts:
               limit: int | None = None) -> LookupDraft:
         """The draft for the request whose tokens so far (prompt and output, none speculative) are
         ``token_ids``; ``limit``: at most this many tokens (else the source's depth)."""
-        num_tokens = len(token_ids)
-        if num_tokens <= num_prompt_tokens or num_tokens >= self.max_model_len:
-            return NO_DRAFT  # a prompt still computing, or no room left to draft into
-        depth = min(self.limits.max_depth if limit is None else limit, self.max_model_len - num_tokens - 1)
-        if depth <= 0:
+        depth = room(len(token_ids), num_prompt_tokens, self.max_model_len, self.limits.max_depth, limit)
+        if depth == 0:
             return NO_DRAFT
         # A slice first: vLLM's Request.all_token_ids is a ConstantList, which numpy would read item by item.
         draft = self._match(np.asarray(token_ids[:], dtype=np.int32), self.limits.prompt_lookup_min,

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from minedraft.config.hybrid import SuffixLimits
-from minedraft.hybrid.draft import NO_DRAFT, LookupDraft
+from minedraft.hybrid.draft import NO_DRAFT, LookupDraft, room
 
 __all__ = ["NO_DRAFT", "LookupDraft", "SuffixDrafts", "SuffixLimits"]
 
@@ -41,11 +41,10 @@ class SuffixDrafts:
         """The draft for request ``req_id`` whose tokens so far (prompt and output, none speculative) are
         ``token_ids``; ``limit``: at most this many tokens (else the source's depth)."""
         num_tokens = len(token_ids)
-        if num_tokens <= num_prompt_tokens or num_tokens >= self.max_model_len:
-            return NO_DRAFT  # a prompt still computing, or no room left to draft into
-        self._feed(req_id, token_ids, num_prompt_tokens)
-        depth = min(self.limits.max_depth if limit is None else limit, self.max_model_len - num_tokens - 1)
-        if depth <= 0:
+        if num_prompt_tokens < num_tokens < self.max_model_len:  # fed, drafting or not: its whole output
+            self._feed(req_id, token_ids, num_prompt_tokens)  # joins the tree of finished outputs
+        depth = room(num_tokens, num_prompt_tokens, self.max_model_len, self.limits.max_depth, limit)
+        if depth == 0:
             return NO_DRAFT
         pattern = _int32(token_ids[max(0, num_tokens - self.limits.max_tree_depth):])
         draft = self.cache.speculate(req_id, pattern, max_spec_tokens=depth,
