@@ -3,7 +3,7 @@
 vLLM's ``NgramProposer`` drafts for a whole batch from the runner's token table; beside a model drafter
 only some requests are asked, in the scheduler, which holds each request's tokens. So each request asked
 runs vLLM's matcher itself (``_find_longest_matched_ngram_and_propose_tokens``): the tokens that followed
-the latest occurrence of the longest n-gram (``prompt_lookup_min`` .. ``prompt_lookup_max`` tokens) that
+the earliest occurrence of the longest n-gram (``prompt_lookup_min`` .. ``prompt_lookup_max`` tokens) that
 ends the request's text. It keeps no state: nothing to feed, nothing to release.
 
 It has no counts to estimate its drafts with. Its j-th token is given ``SURVIVAL ** j``: high enough that a

@@ -1,7 +1,7 @@
-"""minedraft/hybrid/ngram_drafts.py on vLLM's own n-gram matcher: a request's draft is what followed its
-text's latest n-gram before, as vLLM's ``method: ngram`` drafts it, with the source's limits; and through
-MineDraftScheduler, drafts deeper than K verified. Each check runs in a fresh interpreter: the matcher
-imports numba, which this process must not (fresh_process.py)."""
+"""minedraft/hybrid/ngram_drafts.py on vLLM's own n-gram matcher: a request's draft is what followed the
+first occurrence of the longest n-gram ending its text, as vLLM's ``method: ngram`` drafts it, with the
+source's limits; and through MineDraftScheduler, drafts deeper than K verified. Each check runs in a fresh
+interpreter: the matcher imports numba, which this process must not (fresh_process.py)."""
 
 from __future__ import annotations
 
