@@ -187,7 +187,7 @@ def test_both_sources_drafted_and_the_model_accepts_after_lookup_steps_as_withou
     assert m["minedraft:lookup_requests"] > 0 and m["minedraft:lookup_accepted"] > 0, m
     assert m["vllm:spec_decode_num_drafts"] > m["minedraft:lookup_requests"], m  # model drafts verified too
     assert _model_acceptance(m) >= _acceptance_rate(plain) - 0.15, (m, plain)
-    assert f"MineDraft hybrid: {source} beside the model drafter" in mix_runs[run]["log"]
+    assert f"MineDraft hybrid: {source}, beside the model drafter" in mix_runs[run]["log"]
 
 
 def _acceptance_rate(m: dict) -> float:
