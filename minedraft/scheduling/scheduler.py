@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import NamedTuple
 
 from minedraft._version import require_supported_vllm
 
@@ -51,25 +50,19 @@ from minedraft.hybrid.scheduler_drafts import lookup_source
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
-from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepResult, StepView, VerifiedDrafts
+from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepView
 from minedraft.policy.request_limits import requested_limit
 from minedraft.scheduling.drafter_limits import ChosenDepth, drafter_room, speculative_max_len
 from minedraft.scheduling.groups import choose_held, is_balanced
+from minedraft.scheduling.step_record import RanStep, decode_tokens_of, scheduled_step, verified_drafts
 
 logger = get_logger(__name__)
-
-
-class _RanStep(NamedTuple):
-    """A step that ran, waiting for the next ``schedule`` to time it (started None: not timed)."""
-
-    result: StepResult
-    started: float | None
 
 
 class MineDraftScheduler(Scheduler):
     # Set in __init__ where the engine speculates; here too for a scheduler vLLM's own tests build around it.
     speculation: SpeculationPolicy | None = None
-    _ran: _RanStep | None = None  # the step update_from_output saw last
+    _ran: RanStep | None = None  # the step update_from_output saw last
     _scheduled: tuple[StepResult, float] | None = None  # the step schedule() planned last, and its start
     _lookup = None  # the second draft source (hybrid/), where the user names one
 
@@ -206,16 +199,7 @@ class MineDraftScheduler(Scheduler):
         # Where vLLM's runner does not draft, its drafts for the step's requests are K zeros (placeholders):
         # not verified (update_draft_token_ids), and not collected at all where no lane job drafts either.
         self._placeholder_req_ids = set() if drafter_runs else set(scheduled)
-        spec = output.scheduled_spec_decode_tokens
-        decode_tokens = sum(n for rid, n in scheduled.items() if n == 1 + len(spec.get(rid, ())))
-        prefill_tokens = output.total_num_scheduled_tokens - decode_tokens
-        self._scheduled = (StepResult(
-            plan, num_decoding=sum(1 for rid in scheduled if not self.requests[rid].is_prefill_chunk),
-            tokens=output.total_num_scheduled_tokens, prefill_tokens=prefill_tokens, scheduled=dict(scheduled),
-            prompt_tokens=sum(_prompt_tokens_scheduled(self.requests[rid], n) for rid, n in scheduled.items()),
-            # A step that verifies or drafts nothing tells the parallel-step choice nothing; at depth 0 a decode
-            # step verifies nothing by design, and is what the depth's choice measures there.
-            measured=bool(draft_only or spec) or (plan.depth == 0 and decode_tokens > 0)), started)
+        self._scheduled = (scheduled_step(plan, output, self.requests, bool(draft_only)), started)
         # Requests whose prefill is still in progress are scheduled again next step whatever the mode; only
         # decode requests wait for their drafts.
         self._drafting = {rid for rid in scheduled if not self.requests[rid].is_prefill_chunk} if parallel else set()
@@ -229,8 +213,9 @@ class MineDraftScheduler(Scheduler):
                                    trial=self.speculation.overlap.trying is not None, depth=depth)
         # Prompt tokens in a step that drafts inline: its drafts can wait until its outputs are queued. With a
         # drafter that catches up, any such step's: a request that arrives meanwhile skips them.
+        has_prompts = output.total_num_scheduled_tokens > decode_tokens_of(output)
         after_output = (not parallel and self._first_token_early and output.num_spec_tokens_to_schedule > 0
-                        and (output.total_num_scheduled_tokens > decode_tokens or self._arrivals_skip_drafting))
+                        and (has_prompts or self._arrivals_skip_drafting))
         self._held_drafting = after_output and self._arrivals_skip_drafting and not draft_only
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 
@@ -240,13 +225,13 @@ class MineDraftScheduler(Scheduler):
         if scheduled is not None:
             result, started = scheduled
             result = dataclasses.replace(
-                result, verified=_verified(scheduler_output, model_runner_output),
+                result, verified=verified_drafts(scheduler_output, model_runner_output),
                 output_tokens=sum(len(ids) for ids in model_runner_output.sampled_token_ids))
             if result.plan.lookup_drafts:
                 for stats in (self.minedraft_stats, self.minedraft_totals):
                     stats.observe_lookup(result.verified, result.plan.lookup_drafts)
             if self.has_unfinished_requests():
-                self._ran = _RanStep(result, started)
+                self._ran = RanStep(result, started)
             else:  # the engine idles until the next request: that gap is not step time
                 self.speculation.observe(result)
         return outputs
@@ -318,18 +303,3 @@ class MineDraftScheduler(Scheduler):
         self.minedraft_stats = MineDraftStats()
         return stats
 
-
-def _prompt_tokens_scheduled(request: Request, scheduled: int) -> int:
-    """Of the ``scheduled`` tokens of ``request``'s step (already counted in its computed tokens), its prompt's."""
-    return max(0, min(scheduled, request.num_prompt_tokens - (request.num_computed_tokens - scheduled)))
-
-
-def _verified(scheduler_output: SchedulerOutput, runner_output) -> list[VerifiedDrafts]:
-    """Each request that had drafts verified in the step: its drafts verified and accepted."""
-    index, sampled = runner_output.req_id_to_index, runner_output.sampled_token_ids
-    verified = []
-    for rid, drafts in scheduler_output.scheduled_spec_decode_tokens.items():
-        row = index.get(rid)
-        if drafts and row is not None and row < len(sampled) and len(sampled[row]):
-            verified.append(VerifiedDrafts(rid, len(drafts), min(len(sampled[row]) - 1, len(drafts))))
-    return verified
