@@ -43,6 +43,9 @@ class SuffixLimits:
     max_spec_factor: float = 1.0  # a draft at most this many times its match length
     min_token_prob: float = 0.1  # a draft stops at a token estimated less likely
 
+    def describe(self) -> str:
+        return "suffix decoding"
+
 
 @dataclass(frozen=True)
 class NgramLimits:
@@ -52,6 +55,9 @@ class NgramLimits:
     max_depth: int  # the most tokens one draft holds (vLLM's ngram drafts what followed the match, up to this)
     prompt_lookup_min: int = 5  # the shortest n-gram matched
     prompt_lookup_max: int = 5  # the longest
+
+    def describe(self) -> str:
+        return f"n-gram matching ({self.prompt_lookup_min}-{self.prompt_lookup_max} tokens matched)"
 
 
 LookupLimits = SuffixLimits | NgramLimits

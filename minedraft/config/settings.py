@@ -103,10 +103,6 @@ class MineDraftSettings:
     def __post_init__(self) -> None:
         for name in ENV:
             _check(name, getattr(self, name), name)
-        if lookup_limits(self.hybrid) is not None and self.drafter == "process":
-            raise MineDraftConfigError(
-                "hybrid beside the process drafter is not built yet (its draft engine is fed each step's tokens, "
-                "not a deeper source's): use the in-process drafter with hybrid.")
         if self.drafter == "process" and self.drafter_device is None:
             raise MineDraftConfigError(
                 "MINEDRAFT_DRAFTER=process needs MINEDRAFT_DRAFTER_DEVICE=cpu:<cores> or cuda:<index> "
@@ -170,6 +166,8 @@ def _check(name: str, value: Any, source: str) -> Any:
         raise MineDraftConfigError(f"{source}={value!r}: step_profile must be a file path.")
     if name == "drafter_device" and value is not None:
         DrafterDevice.parse(value, source)
+    if name == "hybrid":
+        lookup_limits(value)
     if name in ("drafter_timeout_s", "lane_timeout_s") and (
             isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
         raise MineDraftConfigError(f"{source}={value!r}: {name} must be a positive number of seconds.")

@@ -2,9 +2,9 @@
 
 A lookup source (suffix decoding: suffix_drafts.py; n-gram matching: ngram_drafts.py) needs a request's
 tokens and nothing of the worker's, so it runs in the scheduler, which holds them (vLLM's
-``Request.all_token_ids``): no worker or lane changes (exact at TP 2, tests/e2e/test_tensor_parallel.py; not
-yet run under DP; the process drafter, whose draft engine is fed each step's tokens, is refused for now:
-config/settings.py). Before a step is planned, each decoding request gets a lookup draft; the policy chooses
+``Request.all_token_ids``): no worker or lane changes. Exact at TP 2 (tests/e2e/test_tensor_parallel.py), at DP 2
+and beside the process drafter, served (tests/e2e/test_served.py: the draft engine is sent the tokens each request
+gained since its last job, however many the target accepted). Before a step is planned, each decoding request gets a lookup draft; the policy chooses
 per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put where vLLM's
 scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies and accounts
 for as any drafts. The model drafter drafts after the step for every request it ran (vLLM's runner drafts
@@ -70,8 +70,6 @@ def lookup_source(settings: Any, speculates: bool, max_model_len: int,
         log("MineDraft hybrid: not in mode stock, which stays vLLM's speculative decoding: the model drafter "
             "alone drafts.")
         return None
-    source = ("suffix decoding" if isinstance(limits, SuffixLimits) else
-              f"n-gram matching ({limits.prompt_lookup_min}-{limits.prompt_lookup_max} tokens matched)")
-    log(f"MineDraft hybrid: {source}, up to {limits.max_depth} tokens, beside the model drafter; each "
+    log(f"MineDraft hybrid: {limits.describe()}, up to {limits.max_depth} tokens, beside the model drafter; each "
         "request verifies, each step, the drafts with the higher predicted goodput (policy/draft_sources.py).")
     return SchedulerLookupDrafts(limits, max_model_len)

