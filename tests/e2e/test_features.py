@@ -9,8 +9,9 @@ decoding (the perturbed draft, k = 3) and MineDraft (the same plus
 (``minedraft_eagle3*``), and with probabilistic drafts (``minedraft_probabilistic``: the draft samples its
 drafts, verified with their probabilities; minedraft/worker/in_process/draft_probs.py); those are pinned to
 parallel steps, and each of their workloads must have run some, so none of these tests can pass on fallback
-steps alone. MineDraft's default (``minedraft_default``: mode auto, the kit's small draft) samples the
-distribution workload beside long greedy requests, with a step-cost model the test states
+steps alone. ``minedraft_hybrid`` (suffix decoding beside the perturbed draft, hybrid/) samples prompts that
+repeat a short window, which suffix decoding drafts from. MineDraft's default (``minedraft_default``: mode
+auto, the kit's small draft) samples the distribution workload beside long greedy requests, with a step-cost model the test states
 (tests/e2e/policy_hooks.py) under which drafting pays for the greedy requests and the sampled ones' drafts
 do not: each request's cut trims the latter. Each engine runs in
 its own subprocess (this file run as a child, :mod:`harness.child`, one engine per process, several workloads
@@ -54,7 +55,13 @@ DIST_ALPHA = 1e-3  # family-wise, Bonferroni over prompts x positions
 # has its own base: samples of different modes are independent.
 SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
               ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000,
-              ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_default", "dist"): 70_000}
+              ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_default", "dist"): 70_000,
+              ("target", "dist_repeat"): 80_000, ("target", "dist_repeat_control"): 90_000,
+              ("minedraft_hybrid", "dist_repeat"): 100_000}
+# The sampling test with both draft sources (hybrid/): prompts that repeat a short window, so suffix
+# decoding finds matches to draft from, sampled deeper than DIST_MAX_TOKENS so its drafts run past K.
+HYBRID = {"hybrid": {"method": "suffix", "num_speculative_tokens": 8}}
+REPEAT_UNIT_TOKENS, REPEAT_TIMES, REPEAT_MAX_TOKENS = 5, 4, 8
 # Long greedy requests beside the default's sampled ones: drafting pays for them, so steps draft, and the
 # sampled requests' drafts are there to be cut. Their outputs are the target alone's.
 N_CARRIERS, CARRIER_MAX_TOKENS, CARRIER_MAX_SEQS = 4, 700, 16
@@ -79,6 +86,12 @@ def dist_prompts() -> list[list[int]]:
     from modelkit.prompts import token_windows
 
     return token_windows(DIST_PROMPTS, DIST_PROMPT_TOKENS, seed=300)
+
+
+def repeat_prompts() -> list[list[int]]:
+    from modelkit.prompts import token_windows
+
+    return [unit * REPEAT_TIMES for unit in token_windows(DIST_PROMPTS, REPEAT_UNIT_TOKENS, seed=310)]
 
 
 def greedy_carriers() -> list[list[int]]:
@@ -176,7 +189,7 @@ def engine_kwargs(scenario: str) -> dict:
         speculation = Speculation(str(kit.draft_perturbed), K, extra={"draft_sample_method": "probabilistic"})
     else:
         speculation = Speculation(str(kit.draft_perturbed), K)
-    settings = PROCESS_DRAFTER if "process" in scenario else None
+    settings = PROCESS_DRAFTER if "process" in scenario else HYBRID if scenario == "minedraft_hybrid" else None
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
                        minedraft=settings,
                        enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
@@ -241,16 +254,19 @@ def run_sync(spec: dict) -> dict:
                                                stop_token_ids=p["stop_token_ids"],
                                                include_stop_str_in_output=p["include"]) for p in picks])
     carried = greedy_carriers() if mode_states_costs(mode) else []
-    for name, temperature in (("dist", DIST_TEMPERATURE), ("dist_control", CONTROL_TEMPERATURE)):
+    for name, temperature in (("dist", DIST_TEMPERATURE), ("dist_control", CONTROL_TEMPERATURE),
+                              ("dist_repeat", DIST_TEMPERATURE), ("dist_repeat_control", CONTROL_TEMPERATURE)):
         if name in spec["workloads"]:
-            prompts = [p for p in dist_prompts() for _ in range(DIST_REQUESTS)]
+            repeat = name.startswith("dist_repeat")
+            prompts = [p for p in (repeat_prompts() if repeat else dist_prompts()) for _ in range(DIST_REQUESTS)]
             base = SEED_BASES[mode, name]
             # The carriers first: they hold 4 of the 16 slots from the phase's start, so the sampled
             # requests stream through the others beside them (behind them, only the last few would).
             phase(name, carried + prompts,
                   [SamplingParams(**greedy, max_tokens=CARRIER_MAX_TOKENS)] * len(carried)
                   + [SamplingParams(temperature=temperature, n=DIST_N, seed=base + DIST_N * i,
-                                    max_tokens=DIST_MAX_TOKENS, ignore_eos=True) for i in range(len(prompts))])
+                                    max_tokens=REPEAT_MAX_TOKENS if repeat else DIST_MAX_TOKENS, ignore_eos=True)
+                     for i in range(len(prompts))])
             if carried:
                 rows, ids = result["phases"][name], result["request_ids"][name]
                 result["phases"]["carriers"], result["phases"][name] = rows[:len(carried)], rows[len(carried):]
@@ -330,9 +346,11 @@ def run_child(tmp_dir: Path, spec: dict, env: dict[str, str] | None = None) -> d
 
 # The engines that may share the machine, one core each (two_at_a_time), in the order they start: the target
 # alone first, then those that need nothing of it, then those that stop where it picked (its stop_picks).
-PAIRED = {"target": {"workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram", "carriers"]},
+PAIRED = {"target": {"workloads": ["stop", "dist", "dist_control", "abort_ref", "ngram", "carriers", "dist_repeat",
+                               "dist_repeat_control"]},
           "minedraft_async": {"timeout": 600}, "minedraft_eagle3_async": {"timeout": 600},
           "minedraft_default": {"workloads": ["dist"]}, "minedraft_ngram": {"workloads": ["ngram"]},
+          "minedraft_hybrid": {"workloads": ["dist_repeat"]},
           "stock_sd": {"workloads": ["stop", "dist"], "stops": True},
           "minedraft": {"workloads": ["stop", "dist"], "stops": True},
           "minedraft_probabilistic": {"workloads": ["stop", "dist"], "stops": True}}
@@ -385,8 +403,9 @@ def _fixture_of(mode: str):
 target, stock_sd, minedraft, minedraft_process, minedraft_default, minedraft_probabilistic = map(
     _fixture_of, ["target", "stock_sd", "minedraft", "minedraft_process", "minedraft_default",
                   "minedraft_probabilistic"])
-minedraft_async, minedraft_process_async, minedraft_eagle3_async, minedraft_ngram = map(
-    _fixture_of, ["minedraft_async", "minedraft_process_async", "minedraft_eagle3_async", "minedraft_ngram"])
+minedraft_async, minedraft_process_async, minedraft_eagle3_async, minedraft_ngram, minedraft_hybrid = map(
+    _fixture_of, ["minedraft_async", "minedraft_process_async", "minedraft_eagle3_async", "minedraft_ngram",
+                  "minedraft_hybrid"])
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -510,9 +529,10 @@ def chi_square_p(a: list[int], b: list[int]) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def distribution_p_values(got: list[list[dict]], want: list[list[dict]]) -> dict[tuple[int, int], float]:
+def distribution_p_values(got: list[list[dict]], want: list[list[dict]],
+                          max_tokens: int = DIST_MAX_TOKENS) -> dict[tuple[int, int], float]:
     return {(p, pos): chi_square_p(samples_by_position(got, p, pos), samples_by_position(want, p, pos))
-            for p in range(DIST_PROMPTS) for pos in range(1, DIST_MAX_TOKENS)}
+            for p in range(DIST_PROMPTS) for pos in range(1, max_tokens)}
 
 
 @pytest.mark.parametrize("mode", ["minedraft", "minedraft_process", "minedraft_probabilistic"])
@@ -537,6 +557,30 @@ def test_sampled_distribution_matches_target(target, mode, request):
     p_values = distribution_p_values(minedraft["phases"]["dist"], target["phases"]["dist"])
     worst = min(p_values, key=p_values.get)
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
+
+
+def test_distribution_test_has_power_on_prompts_that_repeat(target):
+    p_values = distribution_p_values(target["phases"]["dist_repeat_control"], target["phases"]["dist_repeat"],
+                                     REPEAT_MAX_TOKENS)
+    assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
+
+
+def test_sampled_distribution_with_both_draft_sources_matches_target(target, minedraft_hybrid):
+    """Suffix decoding beside the draft model (hybrid/): a lookup draft has no probabilities (vLLM's suffix and
+    n-gram drafts have none), so vLLM's rejection sampler verifies it as one token for sure, as it verifies the
+    greedy model drafts beside it in the same batch."""
+    rows = minedraft_hybrid["phases"]["dist_repeat"]
+    assert all(len(r) == DIST_N and all(len(s["token_ids"]) == REPEAT_MAX_TOKENS for s in r) for r in rows)
+    p_values = distribution_p_values(rows, target["phases"]["dist_repeat"], REPEAT_MAX_TOKENS)
+    worst = min(p_values, key=p_values.get)
+    assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
+
+
+def test_both_draft_sources_drafted_the_sampled_requests(minedraft_hybrid):
+    m = minedraft_hybrid["metrics"]["dist_repeat"]
+    assert m.get("minedraft:lookup_requests", 0) > 0 and m.get("minedraft:lookup_accepted", 0) > 0, m
+    assert m["vllm:spec_decode_num_draft_tokens"] > m["minedraft:lookup_drafts"], m  # the model's drafts too
+    assert_parallel(minedraft_hybrid, "dist_repeat")
 
 
 def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_default):
