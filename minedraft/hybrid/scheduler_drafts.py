@@ -4,13 +4,13 @@ A lookup source (suffix decoding: suffix_drafts.py; n-gram matching: ngram_draft
 tokens and nothing of the worker's, so it runs in the scheduler, which holds them (vLLM's
 ``Request.all_token_ids``): no worker or lane changes. Exact at TP 2 (tests/e2e/test_tensor_parallel.py) and
 beside the process drafter, served (tests/e2e/test_served.py: the draft engine is sent the tokens each request
-gained since its last job, however many the target accepted); not yet run under DP. Before a step is planned, each decoding request gets a lookup draft; the policy chooses
-per request whose drafts the target verifies (policy/draft_sources.py); the chosen ones are put where vLLM's
-scheduler reads drafts (``Request.spec_token_ids``), which its step then schedules, verifies and accounts
-for as any drafts. The model drafter drafts after the step for every request it ran (vLLM's runner drafts
-its whole batch), unless every one that decodes verified lookup drafts and the others start their prompts:
-the policy then sets the step's depth to 0, which a drafter that catches up skips (policy/policy.py
-``_model_drafts_unused``)."""
+gained since its last job, however many the target accepted); not yet run under DP. Before a step is planned,
+each decoding request gets a lookup draft; the policy chooses per request whose drafts the target verifies
+(policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
+(``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The
+model drafter drafts after the step for every request it ran (vLLM's runner drafts its whole batch), unless
+every one that decodes verified lookup drafts and the others start their prompts: the policy then sets the
+step's depth to 0, which a drafter that catches up skips (policy/policy.py ``_model_drafts_unused``)."""
 
 from __future__ import annotations
 

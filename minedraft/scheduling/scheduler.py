@@ -50,11 +50,11 @@ from minedraft.hybrid.scheduler_drafts import lookup_source
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
-from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepView
+from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepResult, StepView
 from minedraft.policy.request_limits import requested_limit
 from minedraft.scheduling.drafter_limits import ChosenDepth, drafter_room, speculative_max_len
 from minedraft.scheduling.groups import choose_held, is_balanced
-from minedraft.scheduling.step_record import RanStep, decode_tokens_of, scheduled_step, verified_drafts
+from minedraft.scheduling.step_record import RanStep, scheduled_step, verified_drafts
 
 logger = get_logger(__name__)
 
@@ -199,7 +199,8 @@ class MineDraftScheduler(Scheduler):
         # Where vLLM's runner does not draft, its drafts for the step's requests are K zeros (placeholders):
         # not verified (update_draft_token_ids), and not collected at all where no lane job drafts either.
         self._placeholder_req_ids = set() if drafter_runs else set(scheduled)
-        self._scheduled = (scheduled_step(plan, output, self.requests, bool(draft_only)), started)
+        step = scheduled_step(plan, output, self.requests, bool(draft_only))
+        self._scheduled = (step, started)
         # Requests whose prefill is still in progress are scheduled again next step whatever the mode; only
         # decode requests wait for their drafts.
         self._drafting = {rid for rid in scheduled if not self.requests[rid].is_prefill_chunk} if parallel else set()
@@ -213,9 +214,8 @@ class MineDraftScheduler(Scheduler):
                                    trial=self.speculation.overlap.trying is not None, depth=depth)
         # Prompt tokens in a step that drafts inline: its drafts can wait until its outputs are queued. With a
         # drafter that catches up, any such step's: a request that arrives meanwhile skips them.
-        has_prompts = output.total_num_scheduled_tokens > decode_tokens_of(output)
         after_output = (not parallel and self._first_token_early and output.num_spec_tokens_to_schedule > 0
-                        and (has_prompts or self._arrivals_skip_drafting))
+                        and (step.prefill_tokens > 0 or self._arrivals_skip_drafting))
         self._held_drafting = after_output and self._arrivals_skip_drafting and not draft_only
         return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
 

@@ -23,7 +23,7 @@ def scheduled_step(plan: StepPlan, output: SchedulerOutput, requests: dict[str, 
     """The step ``output`` schedules under ``plan`` (``drafts_on_lane``: the lane drafts beside it)."""
     scheduled = output.num_scheduled_tokens
     spec = output.scheduled_spec_decode_tokens
-    decode_tokens = decode_tokens_of(output)
+    decode_tokens = _decode_tokens(output)
     return StepResult(
         plan, num_decoding=sum(1 for rid in scheduled if not requests[rid].is_prefill_chunk),
         tokens=output.total_num_scheduled_tokens, prefill_tokens=output.total_num_scheduled_tokens - decode_tokens,
@@ -34,7 +34,7 @@ def scheduled_step(plan: StepPlan, output: SchedulerOutput, requests: dict[str, 
         measured=bool(drafts_on_lane or spec) or (plan.depth == 0 and decode_tokens > 0))
 
 
-def decode_tokens_of(output: SchedulerOutput) -> int:
+def _decode_tokens(output: SchedulerOutput) -> int:
     """The step's tokens that decode: each decoding request's one token and its drafts."""
     spec = output.scheduled_spec_decode_tokens
     return sum(n for rid, n in output.num_scheduled_tokens.items() if n == 1 + len(spec.get(rid, ())))
