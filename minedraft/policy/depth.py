@@ -18,11 +18,13 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
 * Catch-up: leaving depth 0 costs a draft model or EAGLE head a catch-up over the tokens it skipped, and
   the draft's prefill of new prompts, once: spread over the steps the requests have left.
 * Re-check: at depth 0 acceptance is not measured, and the text may change. Where a depth > 0 could pay
-  with every draft accepted, the shallowest such depth drafts for ``telling_trials`` requests' steps, once the
-  acceptance measured last is older than the re-check's cost over ``margin`` (at least ``stale_s``), and its
-  drafts are verified whole (a request's own poor rate would cut them: nothing would be measured). A new
-  load ends a re-check; one ended before its drafts were made does not count. Acceptance that old decides
-  no depth. At a depth > 0 the position past it is re-checked the same way.
+  with every draft accepted, a re-check drafts for ``telling_trials`` requests' steps, once the acceptance
+  measured last is older than the re-check's cost over ``margin`` (at least ``stale_s``), and its drafts are
+  verified whole (a request's own poor rate would cut them: nothing would be measured). It drafts at the
+  depth the acceptance measured last predicts best, or where that is 0, at the shallowest that could pay:
+  what it measures then confirms or overturns that prediction, in as many steps. A new load ends a
+  re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth. At
+  a depth > 0 the position past it is re-checked the same way.
 * A closed batch: where no request waits, the batch ends with its last request, so each depth is scored by
   when the request with the most steps left would finish, not by the batch's tokens per second.
 
@@ -202,6 +204,8 @@ class DepthChoice:
         deeper = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + t.margin)), None)
         if deeper is None:
             return 0  # no acceptance could make drafting (deeper) pay here
+        if base == 0:  # at depth 1, one request's re-check ran 8 of its 24 steps where depth 3 paid (real pair)
+            deeper = max(deeper, self.best_depth(rates))
         steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
         seconds = self.costs.seconds(num_reqs, deeper)
         cost = steps * (seconds[deeper] - seconds[base]) + self.costs.catch_up_seconds(num_reqs, catch_up)

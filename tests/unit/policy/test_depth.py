@@ -162,21 +162,41 @@ def test_depth_zero_rechecks_acceptance_at_a_bounded_share_of_time():
     assert later[-1] > 0 and near_best(engine, 8, later[-10:], 3)
 
 
-def test_acceptance_measured_long_ago_decides_no_depth_before_a_recheck():
+def _after_a_long_stretch_at_depth_zero(seed: int) -> tuple[FakeEngine, DepthChoice]:
     """One request of a text the drafter predicts (deep), then 32 requests where the target alone wins
-    (depth 0 for seconds of steps), then 4 requests of a text it predicts poorly: their first steps are
-    the re-check's (depth 1, two steps of 4), not depth 3 from the first text's acceptance."""
-    engine = FakeEngine(acceptance=0.9)
+    (depth 0 for seconds of steps): the acceptance measured last is stale."""
+    engine = FakeEngine(acceptance=0.9, seed=seed)
     choice = DepthChoice(3)
     assert run(choice, engine, 1, 40)[-1] == 3
     at_32 = run(choice, engine, 32, 300)[20:]
     assert at_32[-1] == 0 and at_32.count(0) >= 0.99 * len(at_32)  # a re-check at most, near a tie of its ceiling
+    return engine, choice
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_acceptance_measured_long_ago_decides_no_depth_before_a_recheck(seed):
+    """Then 4 requests of a text it predicts poorly: their first steps are the re-check's (two steps of 4,
+    at the depth the acceptance measured last predicts), and what it measures decides: depth 0, not the
+    depth the first text earned."""
+    engine, choice = _after_a_long_stretch_at_depth_zero(seed)
     engine.acceptance = 0.3
     assert engine.best(4, 3) == 0
+    rechecks = choice.rechecks
     depths = run(choice, engine, 4, 12)
-    # The re-check's two steps first; then, its 8 drafts read with the prior's weight (0.3 can read 0.55),
-    # a few more at depth 1 may measure it down; never the depth the first text earned.
-    assert depths[:2] == [1, 1] and max(depths) == 1 and depths[-3:] == [0, 0, 0], depths
+    assert depths[:2] == [3, 3] and choice.rechecks == rechecks + 1
+    assert max(depths[2:]) <= 1 and depths[-3:] == [0, 0, 0], depths
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_recheck_drafts_at_the_depth_the_acceptance_measured_last_predicts(seed):
+    """Then one request of the text the drafter predicts, as at a benchmark's N = 1 after N = 32: the
+    re-check's steps (8 of one request) draft at depth 3, where it earns most, not at depth 1, the shallowest
+    that could pay (on the real pair a third of a 64-token request's steps ran at depth 1 so, 2026-12-03)."""
+    engine, choice = _after_a_long_stretch_at_depth_zero(seed)
+    assert engine.best(1, 3) == 3
+    rechecks = choice.rechecks
+    depths = run(choice, engine, 1, 12)
+    assert choice.rechecks == rechecks + 1 and depths == [3] * 12, depths
 
 
 def test_a_prompt_s_prefill_is_not_read_as_what_drafting_costs():
