@@ -204,7 +204,7 @@ class DepthChoice:
         deeper = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + t.margin)), None)
         if deeper is None:
             return 0  # no acceptance could make drafting (deeper) pay here
-        if base == 0:  # at depth 1, one request's re-check ran 8 of its 24 steps where depth 3 paid (real pair)
+        if base == 0:  # at depth 1, one request's re-check ran 8 of its 22 steps where depth 3 paid (real pair)
             deeper = max(deeper, self.best_depth(rates))
         steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
         seconds = self.costs.seconds(num_reqs, deeper)
