@@ -81,3 +81,11 @@ def test_vllm_s_depth_table_is_a_row_to_compare_never_the_best_static_choice():
     table = real_pair.markdown(summary, {"models": "m", "device_label": "cpu", "date": "d", "output_tokens": 64,
                                          "rounds": 2})
     assert "vLLM's depth table" in table and "nan" not in table.split("\n")[-1]
+
+
+@pytest.mark.parametrize(("flags", "dtype"), [("fpu avx2 avx512f avx512_bf16", "bfloat16"),
+                                              ("fpu avx2 amx_tile amx_bf16", "bfloat16"),
+                                              ("fpu avx2 avx512f", "float32")])
+def test_the_pair_runs_in_bf16_only_where_the_cpu_computes_it(flags, dtype):
+    """An AVX2-only CPU multiplies bf16 about 30x slower than float32: the pair loads in float32 there."""
+    assert real_pair.native_dtype(f"processor\t: 0\nflags\t\t: {flags}\n") == dtype
