@@ -39,6 +39,7 @@ Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -119,6 +120,16 @@ def native_dtype(cpuinfo: str | None = None) -> str:
             cpuinfo = ""
     flags = set(cpuinfo.split())
     return "bfloat16" if flags & {"avx512_bf16", "amx_bf16"} else "float32"
+
+
+# Two float32 engines of a group, with the load's peak (the bf16 checkpoint upcast): on 23.5 GiB the second
+# engine's worker was killed for memory at 11 GB, the first holding about 8 (2026-12-03, AVX2 EPYC).
+FLOAT32_GROUP_GIB = 28
+
+
+def group_fits(dtype: str, memory_gib: float) -> bool:
+    """Whether a group of two engines fits in this machine's memory in ``dtype`` (bf16 groups ran in 24 GB)."""
+    return dtype != "float32" or memory_gib >= FLOAT32_GROUP_GIB
 
 
 def setup_for(pair: Path, args) -> sweep.Setup:
@@ -296,6 +307,11 @@ def parse_args(argv=None):
 def measure(args, path: Path) -> dict:
     if not (args.pair / "done").exists():
         sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    if not group_fits(native_dtype(), memory_gib):
+        sys.exit(f"real_pair: this CPU computes no bf16, and two float32 engines of a group need about "
+                 f"{FLOAT32_GROUP_GIB} GiB, more than this machine's {memory_gib:.0f}; benchmarks.depth_trace "
+                 "runs one engine at a time")
     setup = setup_for(args.pair, args)
     plan = workload(args.pair / "target", args.output_tokens, args.parts)
     log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))

@@ -89,3 +89,9 @@ def test_vllm_s_depth_table_is_a_row_to_compare_never_the_best_static_choice():
 def test_the_pair_runs_in_bf16_only_where_the_cpu_computes_it(flags, dtype):
     """An AVX2-only CPU multiplies bf16 about 30x slower than float32: the pair loads in float32 there."""
     assert real_pair.native_dtype(f"processor\t: 0\nflags\t\t: {flags}\n") == dtype
+
+
+def test_a_float32_group_is_refused_where_two_engines_do_not_fit():
+    """A group of two float32 engines was killed for memory on 23.5 GiB; bf16 groups run in 24 GB."""
+    assert not real_pair.group_fits("float32", 23.5)
+    assert real_pair.group_fits("float32", 64) and real_pair.group_fits("bfloat16", 23.5)
