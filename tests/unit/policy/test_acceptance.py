@@ -89,6 +89,23 @@ def test_a_new_request_starts_from_the_batch_s_acceptance_and_moves_with_its_own
     assert acceptance.undecided("poor") and not acceptance.undecided("good")
 
 
+@pytest.mark.parametrize("seconds_at_depth_1, stands_in", [(0.8, False), (1.5, True)])
+def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(seconds_at_depth_1, stands_in):
+    """A lone request's first verification rejects its second draft (the real pair's code prompt does), and
+    its steps at depth 1 after it accept every draft. Within stale_s (1 s) its own position 2 holds that
+    rejection; past it, with one trial, it stands in with its position 1, so the depth can go deeper again
+    (on the real pair the request otherwise drafted at depth 1 to its end, 2026-12-03)."""
+    acceptance, now = Acceptance(3), 0.0
+    acceptance.observe([VerifiedDrafts("r", 3, 1)], now)
+    while now < seconds_at_depth_1:
+        now += 0.1
+        acceptance.observe([VerifiedDrafts("r", 1, 1)], now)
+    first, second = acceptance.survivals("r", 2)
+    assert first > 0.85
+    assert (second / first == pytest.approx(first)) == stands_in
+    assert (second / first < 0.5) != stands_in
+
+
 def test_a_request_whose_drafts_are_all_cut_fades_to_its_prior_by_exp_minus_one_over_its_memory_a_step():
     """One rejection of its own, then three steps that cut all its drafts: its counts weigh exp(-3/8) of
     themselves. Verified again, its older count is discounted for those steps and for the new one."""
