@@ -11,12 +11,14 @@ rates only), for a side-by-side reading on the same machine.
     python -m benchmarks.depth_trace                        # ~8 min on 2 cores (N = 1, 2, 4, 8, twice)
     python -m benchmarks.depth_trace --loads 1,4 --rounds 1 --mode stock_sd
 
-Writes ``benchmarks/results/cpu/real_pair/depth_trace_<mode>.json`` and prints a line per phase: tok/s and
-each step's depth in order.
+Writes ``benchmarks/results/cpu/real_pair/depth_trace_<mode>.json`` and ``.png`` (each phase's depth step by
+step) and prints a line per phase: tok/s and each step's depth in order. ``--plot FILE.json`` draws a
+trace's PNG again, no run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -100,19 +102,40 @@ def measure(args) -> dict:
     return {"meta": meta, "phases": phases}
 
 
+def plot(result: dict, path: Path) -> Path:
+    """Each phase's depth step by step, one panel per load, the rounds side by side (nothing where the
+    engine ran without the policy)."""
+    plt = runner.pyplot()
+    loads = sorted({p["requests"] for p in result["phases"]})
+    fig, axes = plt.subplots(len(loads), 1, figsize=(8, 1.6 * len(loads)), sharex=True, squeeze=False)
+    for ax, n in zip(axes[:, 0], loads):
+        for phase in (p for p in result["phases"] if p["requests"] == n):
+            ax.step(range(len(phase["steps"])), [s["depth"] for s in phase["steps"]], where="post",
+                    label=f"round {phase['round']}: {phase['tok_s']:.1f} tok/s")
+        ax.set(ylabel=f"N = {n}", ylim=(-0.3, 3.3), yticks=range(4))
+        ax.legend(loc="upper right", fontsize=7)
+    axes[-1, 0].set_xlabel("step (depth per step)")
+    fig.suptitle(f"{result['meta']['mode']}, {result['meta']['date']}", fontsize=9)
+    return runner.save(fig, path)
+
+
 def parse_args(argv=None):
     parser = runner.parser(__doc__, rounds=2, replot=None)
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--mode", default="minedraft_auto", choices=("minedraft_auto", "stock_sd", "no_sd"))
     parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8])
+    parser.add_argument("--plot", type=Path, help="no run: the PNG of this trace's JSON, beside it")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.plot is not None:
+        print(f"wrote {plot(json.loads(args.plot.read_text()), args.plot.with_suffix('.png'))}")
+        return
     result = measure(args)
     path = runner.write_result(runner.CPU_RESULTS / "real_pair" / f"depth_trace_{args.mode}.json", result)
-    print(f"wrote {path}")
+    print(f"wrote {path} and {plot(result, path.with_suffix('.png'))}")
 
 
 if __name__ == "__main__":

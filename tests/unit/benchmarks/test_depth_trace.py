@@ -38,3 +38,11 @@ def test_a_phase_reads_as_one_line_of_its_depths():
              "steps": [{"depth": d, "recheck": r, "catch_up": c} for d, r, c in [(3, False, 139), (1, True, 0)]]}
     assert depth_trace.phase_line(phase) == ("N=4 round 1: 10.38 tok/s, 2 steps, depths 31, re-check steps 1, "
                                              "catch-up 139 tokens")
+
+
+def test_a_trace_draws_one_panel_per_load(tmp_path):
+    result = {"meta": {"mode": "minedraft_auto", "date": "2026-12-03T22:39:41+00:00"},
+              "phases": [{"round": r, "requests": n, "tok_s": 6.3, "steps": [{"depth": d} for d in (3, 1, 3)]}
+                         for r in (0, 1) for n in (1, 4)]}
+    path = depth_trace.plot(result, tmp_path / "trace.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
