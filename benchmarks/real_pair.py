@@ -307,12 +307,12 @@ def parse_args(argv=None):
 def measure(args, path: Path) -> dict:
     if not (args.pair / "done").exists():
         sys.exit(f"real_pair: no real pair in {args.pair}; build it with modelkit/real_pair.sh")
+    setup = setup_for(args.pair, args)
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    if not group_fits(native_dtype(), memory_gib):
+    if not group_fits(setup.engine["dtype"], memory_gib):
         sys.exit(f"real_pair: this CPU computes no bf16, and two float32 engines of a group need about "
                  f"{FLOAT32_GROUP_GIB} GiB, more than this machine's {memory_gib:.0f}; benchmarks.depth_trace "
                  "runs one engine at a time")
-    setup = setup_for(args.pair, args)
     plan = workload(args.pair / "target", args.output_tokens, args.parts)
     log_dir = Path(sweep.tempfile.mkdtemp(prefix="minedraft-real-pair-"))
     print(f"worker logs: {log_dir}", flush=True)

@@ -44,7 +44,7 @@ class _Counts:
 
     trials: list[float]
     hits: list[float]
-    seen: list[float] | None = None  # a request's: when each position was last reached (the policy's clock)
+    seen: list[float]  # when each position was last reached (the policy's clock)
     cut_steps: int = 0  # a request's steps since it was last verified that cut all its drafts
     verified_steps: int = 0  # a request's steps that verified a draft of it
     first: float | None = None  # a request measured first: its position-1 prior for prior_trials verified steps
@@ -68,7 +68,6 @@ class Acceptance:
     max_depth: int
     tuning: Tuning = TUNING
     batch: _Counts = field(init=False)
-    seen_at: list[float] = field(init=False)  # the time each batch position was last measured
     first_then: list[float] = field(init=False)  # position 1's rate at each one's last measurement
     last_seen: float | None = None  # when any position was last measured
     _requests: dict[str, _Counts] = field(default_factory=dict)
@@ -79,7 +78,6 @@ class Acceptance:
 
     def __post_init__(self) -> None:
         self.batch = _Counts.empty(self.max_depth)
-        self.seen_at = [-math.inf] * self.max_depth
         self.first_then = [0.0] * self.max_depth
         # Kept while they weigh: the 8 x request_memory-th back weighs exp(-8).
         self._finished_rates = deque(maxlen=int(8 * self.tuning.request_memory))
@@ -115,10 +113,10 @@ class Acceptance:
             if n == 0:
                 continue
             keep = math.exp(-n / t.batch_memory)
-            if now - self.seen_at[j] > t.stale_s and self.batch.trials[j] > t.prior_trials:
+            if now - self.batch.seen[j] > t.stale_s and self.batch.trials[j] > t.prior_trials:
                 keep *= t.prior_trials / self.batch.trials[j]  # what it knew weighs as the prior does
             self.batch.add(j, keep, n, h)
-            self.seen_at[j] = now
+            self.batch.seen[j] = now
             self.last_seen = now
         first = self.batch_rates[0] if self.max_depth else None
         for j, n in enumerate(trials):
@@ -167,7 +165,7 @@ class Acceptance:
     def _per_position(self) -> list[float | None]:
         t, out, rates = self.tuning, [], self.batch_rates
         for j, rate in enumerate(rates):
-            if (j > 0 and rate is not None and self.seen_at[0] - self.seen_at[j] > t.stale_s
+            if (j > 0 and rate is not None and self.batch.seen[0] - self.batch.seen[j] > t.stale_s
                     and (rates[0] > self.first_then[j] + t.rise or self.batch.trials[j] < t.telling_trials)):
                 rate = out[-1]
             out.append(rate)

@@ -196,7 +196,7 @@ class DepthChoice:
         t = self.tuning
         if base >= self._depths[-1]:
             return 0  # no depth deeper to try
-        last = self.acceptance.last_seen if base == 0 else self.acceptance.seen_at[base]
+        last = self.acceptance.last_seen if base == 0 else self.acceptance.batch.seen[base]
         since = self.seconds - max(-math.inf if last is None else last, self._recheck_from)
         if since < t.stale_s:
             return 0  # no re-check waits less: every step at a depth > 0 asks
