@@ -25,6 +25,9 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
   what it measures then confirms or overturns that prediction, in as many steps. A new load ends a
   re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth. At
   a depth > 0 the position past it is re-checked the same way.
+* Costs go stale too: where no step near a load drafted for ``cost_stale_s``, what those steps measured
+  may be a slow spell of the machine's, never measured again at depth 0. The re-check's ceiling then prices
+  drafting at the draft's weights (step_costs.py), and the re-check forgets those steps and measures afresh.
 * A closed batch: where no request waits, the batch ends with its last request, so each depth is scored by
   when the request with the most steps left would finish, not by the batch's tokens per second.
 
@@ -69,6 +72,7 @@ class DepthChoice:
     _recheck_bucket: int = 0  # the batch bucket it began at
     _recheck_before: float = 0.0  # _recheck_from before it began
     _recheck_depth: int = 0
+    _drafted_at: dict[int, float] = field(default_factory=dict)  # batch bucket -> when a decode step last drafted
     _depths: tuple[int, ...] = field(init=False)  # the depths the weight bound leaves
 
     def __post_init__(self) -> None:
@@ -130,14 +134,14 @@ class DepthChoice:
 
     def goodput(self, num_reqs: int, tokens_left: float, catch_up: int = 0, ceiling_past: int | None = None,
                 survivals: Sequence[Sequence[float]] | None = None,
-                closing: Sequence[float] | None = None) -> list[float]:
+                closing: Sequence[float] | None = None, at_weights: bool = False) -> list[float]:
         """Predicted output tokens per second at each depth 0..K. ``ceiling_past``: had every draft past that
         position been accepted. ``survivals``: per request, the chance each of its drafts up to its limit is
         accepted; where given, each request verifies at each depth only the drafts that pay, and the step's
         tokens and seconds are its requests' own. ``closing``: with ``survivals``, where no request waits, each
         request's tokens left: a depth is scored by when the request with the most steps left would finish,
-        as ``num_reqs`` tokens per step of it."""
-        seconds = self.costs.seconds(num_reqs, self.max_depth)
+        as ``num_reqs`` tokens per step of it. ``at_weights``: drafting priced at most at the draft's weights."""
+        seconds = (self.costs.seconds_at_weights if at_weights else self.costs.seconds)(num_reqs, self.max_depth)
         each = None
         if survivals is None:
             tokens = [num_reqs * t for t in self.acceptance.expected_tokens(ceiling_past)]
@@ -200,7 +204,8 @@ class DepthChoice:
         since = self.seconds - max(-math.inf if last is None else last, self._recheck_from)
         if since < t.stale_s:
             return 0  # no re-check waits less: every step at a depth > 0 asks
-        ceiling = self.goodput(num_reqs, tokens_left, 0, ceiling_past=base)
+        stale_costs = self._stale_drafting(num_reqs)
+        ceiling = self.goodput(num_reqs, tokens_left, 0, ceiling_past=base, at_weights=bool(stale_costs))
         deeper = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + t.margin)), None)
         if deeper is None:
             return 0  # no acceptance could make drafting (deeper) pay here
@@ -211,12 +216,25 @@ class DepthChoice:
         cost = steps * (seconds[deeper] - seconds[base]) + self.costs.catch_up_seconds(num_reqs, catch_up)
         if since < max(t.stale_s, cost / t.margin):
             return 0
+        for bucket in stale_costs:  # measured again by the re-check
+            self.costs.forget_drafting(bucket)
+            self._drafted_at.pop(bucket, None)
         self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
         self._recheck_left, self._recheck_depth = t.telling_trials - num_reqs, deeper
         self._recheck_bucket = batch_bucket(num_reqs)
         self.rechecks += 1
         self.rechecking = True
         return deeper
+
+    def _stale_drafting(self, num_reqs: int) -> list[int]:
+        """The batch buckets at or next to this load's whose steps that drafted are ``cost_stale_s`` old, all
+        of them: what the step-cost model says drafting costs here may no longer be this machine's. None
+        where a step drafted there lately, or none ever did."""
+        level = batch_bucket(max(num_reqs, 1)).bit_length()
+        near = {bucket: at for bucket, at in self._drafted_at.items() if abs(bucket.bit_length() - level) <= 1}
+        if any(self.seconds - at <= self.tuning.cost_stale_s for at in near.values()):
+            return []
+        return list(near)
 
     # ----------------------------------------------------------- measurement
     def observe_step(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
@@ -227,6 +245,8 @@ class DepthChoice:
         if not self.can_speculate:
             return
         self.seconds += seconds
+        if depth > 0 and num_reqs > 0 and not prefill:
+            self._drafted_at[batch_bucket(num_reqs)] = self.seconds
         self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill)
 
     def observe_verification(self, verified: Iterable[VerifiedDrafts]) -> None:

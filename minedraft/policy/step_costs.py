@@ -175,6 +175,25 @@ class StepCosts:
             times.append(floor)
         return times
 
+    def forget_drafting(self, bucket: int) -> None:
+        """Drop what steps that drafted at ``bucket`` measured (depth 0's kept): a re-check measures it again
+        (depth.py), and the old steps, kept, would outweigh its few."""
+        self._fold()
+        for (cell_bucket, depth), row in self.cells.items():
+            if cell_bucket == bucket and depth > 0:
+                self.grams[row] = 0.0
+                self.moments[row] = 0.0
+                self.weights[row] = 0.0
+        self.refit()
+
+    def seconds_at_weights(self, num_reqs: int, max_depth: int) -> list[float]:
+        """As ``seconds``, each depth > 0 priced at most as the draft's weights would price it (weight_bound.py):
+        depth 0's step, ``draft_cost`` of it per draft forward, and a decode token per draft verified. A
+        re-check's ceiling where the steps that drafted are too old to trust (depth.py)."""
+        times = self.seconds(num_reqs, max_depth)
+        token = self.token_seconds(num_reqs)
+        return [min(t, times[0] * (1 + d * self.draft_cost) + token * num_reqs * d) for d, t in enumerate(times)]
+
     def token_seconds(self, num_reqs: int) -> float:
         """The predicted cost of one more token the target verifies in a step of ``num_reqs`` requests."""
         return max(0.0, self._fit(num_reqs)[1])

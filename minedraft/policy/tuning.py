@@ -37,6 +37,11 @@ class Tuning:
     stale_s: float = _constant(
         1.0, "acceptance unmeasured for longer keeps what it knew as prior_trials trials (one rejection after a "
         "gap read 0.35 where 0.93 was measured); no re-check comes sooner", "real pair, load that moves")
+    cost_stale_s: float = _constant(
+        30.0, "where no step near a load drafted for longer, what drafting cost there no longer rules a re-check "
+        "out: its ceiling prices drafting at the draft's weights, and it measures drafting afresh (steps measured "
+        "in a slow spell of the VM held one request at depth 0 for good, 0.67x stock SD)",
+        "real pair, float32 trace (2026-12-03)")
     telling_trials: int = _constant(
         8, "trials that tell a rate from its prior: a re-check drafts for this many requests' steps; a stale "
         "deeper position keeps its own rate only if measured on this many", "real pair, (2, code) after prose")

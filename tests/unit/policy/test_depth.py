@@ -34,6 +34,7 @@ class FakeEngine:
     seed: int = 0
     deeper: float | None = None
     speculating: float = 0.0
+    slow: float = 1.0  # the machine's speed: every step takes this many times as long (a VM's slow spell)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -42,7 +43,7 @@ class FakeEngine:
     def seconds(self, decodes: int, depth: int, verified: int, catch_up: int = 0) -> float:
         t = (self.fixed + self.per_token * (decodes + verified) + depth * (self.draft_fixed + self.draft_per_request
              * decodes) + self.catch_up_per_token * catch_up + (self.speculating if depth else 0.0))
-        return t * (1 + self.rng.uniform(-self.noise, self.noise))
+        return self.slow * t * (1 + self.rng.uniform(-self.noise, self.noise))
 
     def rates(self, decodes: int, max_depth: int) -> list[float]:
         """The true goodput at each depth, in the steady state (no noise)."""
@@ -264,6 +265,32 @@ def test_what_drafting_at_all_costs_is_not_spread_over_the_depths():
     choice = DepthChoice(3)
     depths = run(choice, engine, 8, 2000)
     assert depths[-1] == 0 and sum(1 for d in depths[50:] if d) <= 0.02 * len(depths[50:])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_drafting_measured_in_a_slow_spell_is_measured_again_once_its_steps_are_old(seed):
+    """Depth 3 wins; then the machine runs at half speed while a text the drafter predicts poorly drives the
+    depth to 0 (the real pair in float32, 2026-12-03: depth-1 steps at 0.61-0.93 s against a steady
+    0.41-0.46). The text turns predictable again and the spell ends. Depth 0's steps are measured at full
+    speed, drafting's never: priced from the spell, it would hold depth 0 for good (0.67x stock SD there).
+    Once those steps are ``cost_stale_s`` old, a re-check prices drafting at the draft's weights, forgets the
+    old steps, measures it afresh, and depth 3 returns."""
+    engine = FakeEngine(draft_fixed=0.004, acceptance=0.95, seed=seed)
+    choice = DepthChoice(3)
+    assert run(choice, engine, 1, 40)[-1] == 3
+    engine.slow, engine.acceptance = 1.9, 0.3
+    assert run(choice, engine, 1, 60)[-10:] == [0] * 10
+    engine.slow, engine.acceptance = 1.0, 0.95
+    assert engine.best(1, 3) == 3
+    start, depths = choice.seconds, []
+    while choice.seconds - start < TUNING.cost_stale_s / 2:
+        depths.append(engine.step(choice, 1))
+    assert set(depths) == {0} and choice.rechecks == 0, "drafting's steps are not old yet"
+    while choice.seconds - start < 3 * TUNING.cost_stale_s:
+        depths.append(engine.step(choice, 1))
+    assert choice.rechecks == 1 and depths[-500:] == [3] * 500, choice.rechecks
+    true = [engine.seconds(1, d, d) for d in range(4)]
+    assert choice.costs.seconds(1, 3) == pytest.approx(true, rel=0.05)
 
 
 def test_a_recheck_ends_when_the_load_changes():
