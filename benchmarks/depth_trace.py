@@ -9,7 +9,7 @@ verified and accepted. ``--mode stock_sd`` or ``no_sd`` runs the same loads with
 rates only), for a side-by-side reading on the same machine.
 
     python -m benchmarks.depth_trace                        # ~8 min on 2 cores (N = 1, 2, 4, 8, twice)
-    python -m benchmarks.depth_trace --loads 1,4 --rounds 1 --mode stock_sd
+    python -m benchmarks.depth_trace --loads 1,4 --rounds 1 --mode stock_sd --k 1
 
 Writes ``benchmarks/results/cpu/real_pair/depth_trace_<mode>.json`` and ``.png`` (each phase's depth step by
 step) and prints a line per phase: tok/s and each step's depth in order. ``--plot FILE.json`` draws a
@@ -82,7 +82,7 @@ def measure(args) -> dict:
 
     setup = real_pair.setup_for(args.pair, sweep.inherit_workload(args))
     started = time.perf_counter()
-    spec, _ = sweep.worker_spec(setup, "real", args.mode, None if args.mode == "no_sd" else 3, [])
+    spec, _ = sweep.worker_spec(setup, "real", args.mode, None if args.mode == "no_sd" else args.k, [])
     prompts = real_pair.tokenized(args.pair / "target", "code", max(args.loads))
     params = SamplingParams(temperature=0, max_tokens=OUTPUT_TOKENS, ignore_eos=True, detokenize=False)
     phases = []
@@ -98,7 +98,8 @@ def measure(args) -> dict:
                                "steps": steps[first:]})
                 print(phase_line(phases[-1]), flush=True)
     meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"], mode=args.mode,
-                       output_tokens=OUTPUT_TOKENS, loads=args.loads, rounds=args.rounds)
+                       k=None if args.mode == "no_sd" else args.k, output_tokens=OUTPUT_TOKENS, loads=args.loads,
+                       rounds=args.rounds)
     return {"meta": meta, "phases": phases}
 
 
@@ -123,7 +124,9 @@ def parse_args(argv=None):
     parser = runner.parser(__doc__, rounds=2, replot=None)
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--mode", default="minedraft_auto", choices=("minedraft_auto", "stock_sd", "no_sd"))
+    parser.add_argument("--k", type=int, default=3, help="the speculative config's K (stock SD's depth)")
     parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8])
+    parser.add_argument("--output", type=Path, help="the JSON's path (default: results/cpu/real_pair/...)")
     parser.add_argument("--plot", type=Path, help="no run: the PNG of this trace's JSON, beside it")
     return parser.parse_args(argv)
 
@@ -134,7 +137,8 @@ def main(argv=None) -> None:
         print(f"wrote {plot(json.loads(args.plot.read_text()), args.plot.with_suffix('.png'))}")
         return
     result = measure(args)
-    path = runner.write_result(runner.CPU_RESULTS / "real_pair" / f"depth_trace_{args.mode}.json", result)
+    path = args.output or runner.CPU_RESULTS / "real_pair" / f"depth_trace_{args.mode}.json"
+    path = runner.write_result(path, result)
     print(f"wrote {path} and {plot(result, path.with_suffix('.png'))}")
 
 
