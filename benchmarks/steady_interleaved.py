@@ -11,7 +11,7 @@ there (the target alone or stock SD at its best k among those run).
 
 A setting is ``minedraft_auto`` (the default at K = 3), ``stock_sd:<k>`` or ``no_sd``. Writes
 ``benchmarks/results/cpu/real_pair/steady_interleaved.json`` and ``.png`` (tok/s per load; the ratio), with
-each run's phase rates and, for the default, each phase's depths step by step.
+each run's phase rates and, for the default, each phase's steps as ``depth_trace.py`` records them.
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ def run_one(setting: str, args, path: Path) -> dict:
     trace = json.loads(path.read_text())
     run = {"setting": setting, "date": trace["meta"]["date"], "seconds": trace["meta"]["seconds"],
            "tok_s": {str(p["requests"]): p["tok_s"] for p in trace["phases"]}}
-    if mode == DEFAULT:
+    if mode == DEFAULT:  # what explains its reading: every step the policy observed (depth_trace.py's record)
         run["depths"] = {str(p["requests"]): "".join(str(s["depth"]) for s in p["steps"]) for p in trace["phases"]}
+        run["steps"] = {str(p["requests"]): p["steps"] for p in trace["phases"]}
     return run
 
 

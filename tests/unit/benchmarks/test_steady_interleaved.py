@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks import steady_interleaved as steady
@@ -45,3 +47,20 @@ def test_the_plot_is_drawn_from_the_json(tmp_path):
 def test_the_default_must_be_among_the_settings():
     with pytest.raises(SystemExit):
         steady.parse_args(["--settings", "stock_sd:3,no_sd"])
+
+
+def test_a_run_keeps_its_rates_and_for_the_default_every_step(tmp_path, monkeypatch):
+    """The trace ``depth_trace.py`` wrote (the subprocess is its engine, not run here) read back: phase
+    rates for every setting, the default's steps too, so a reading can explain itself later."""
+    trace = {"meta": {"date": "d", "seconds": 1.0},
+             "phases": [{"requests": 4, "tok_s": 2.5, "steps": [{"depth": 3, "seconds": 0.5}, {"depth": 0}]}]}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    commands = []
+    monkeypatch.setattr(steady.subprocess, "run", lambda command, check: commands.append(command))
+    args = steady.parse_args(["--loads", "4"])
+    default = steady.run_one("minedraft_auto", args, path)
+    assert default["tok_s"] == {"4": 2.5} and default["depths"] == {"4": "30"}
+    assert default["steps"]["4"] == trace["phases"][0]["steps"]
+    assert "steps" not in steady.run_one("stock_sd:1", args, path)
+    assert commands[1][commands[1].index("--k") + 1] == "1"
