@@ -12,13 +12,12 @@ rates only), for a side-by-side reading on the same machine.
     python -m benchmarks.depth_trace --loads 1,4 --rounds 1 --mode stock_sd --k 1
 
 Writes ``benchmarks/results/cpu/real_pair/depth_trace_<mode>.json`` and ``.png`` (each phase's depth step by
-step) and prints a line per phase: tok/s and each step's depth in order. ``--plot FILE.json`` draws a
-trace's PNG again, no run.
+step) and prints a line per phase: tok/s and each step's depth in order. ``--replot --output FILE.json``
+draws a trace's PNG again, no run.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -121,25 +120,21 @@ def plot(result: dict, path: Path) -> Path:
 
 
 def parse_args(argv=None):
-    parser = runner.parser(__doc__, rounds=2, replot=None)
+    parser = runner.parser(__doc__, rounds=2)
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--mode", default="minedraft_auto", choices=("minedraft_auto", "stock_sd", "no_sd"))
     parser.add_argument("--k", type=int, default=3, help="the speculative config's K (stock SD's depth)")
     parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8])
-    parser.add_argument("--output", type=Path, help="the JSON's path (default: results/cpu/real_pair/...)")
-    parser.add_argument("--plot", type=Path, help="no run: the PNG of this trace's JSON, beside it")
+    parser.add_argument("--output", type=Path, help="the JSON (default: results/cpu/real_pair/depth_trace_<mode>."
+                        "json; with --replot: the one read)")
     return parser.parse_args(argv)
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.plot is not None:
-        print(f"wrote {plot(json.loads(args.plot.read_text()), args.plot.with_suffix('.png'))}")
-        return
-    result = measure(args)
     path = args.output or runner.CPU_RESULTS / "real_pair" / f"depth_trace_{args.mode}.json"
-    path = runner.write_result(path, result)
-    print(f"wrote {path} and {plot(result, path.with_suffix('.png'))}")
+    result = runner.run_or_replot(args, path, lambda: measure(args))
+    runner.report(plot(result, path.with_suffix(".png")), "\n".join(phase_line(p) for p in result["phases"]))
 
 
 if __name__ == "__main__":

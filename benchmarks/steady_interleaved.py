@@ -10,7 +10,8 @@ there (the target alone or stock SD at its best k among those run).
     python -m benchmarks.steady_interleaved --settings minedraft_auto,stock_sd:3,no_sd --loads 1,4 --cycles 1
 
 A setting is ``minedraft_auto`` (the default at K = 3), ``stock_sd:<k>`` or ``no_sd``. Writes
-``benchmarks/results/cpu/real_pair/steady_interleaved.json`` and ``.png`` (tok/s per load; the ratio), with
+``benchmarks/results/cpu/real_pair/steady_interleaved.json`` and ``.png`` (``--replot --output FILE.json``:
+the PNG of that result again, no run) (tok/s per load; the ratio), with
 each run's phase rates and, for the default, each phase's steps as ``depth_trace.py`` records them.
 """
 
@@ -110,33 +111,27 @@ def plot(result: dict, path: Path) -> Path:
 
 
 def parse_args(argv=None):
-    parser = runner.parser(__doc__, replot=None)
+    parser = runner.parser(__doc__)
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--settings", type=lambda s: s.split(","), default=list(SETTINGS))
     parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8, 16, 32])
     parser.add_argument("--cycles", type=int, default=2, help="passes over the settings, mirrored")
-    parser.add_argument("--output", type=Path,
-                        default=runner.CPU_RESULTS / "real_pair" / "steady_interleaved.json")
-    parser.add_argument("--plot", type=Path, help="no run: the PNG of this result's JSON, beside it")
+    parser.add_argument("--output", type=Path, default=runner.CPU_RESULTS / "real_pair" / "steady_interleaved.json",
+                        help="the JSON (with --replot: the one read)")
     args = parser.parse_args(argv)
-    if args.plot is None:
-        for setting in args.settings:
-            parse_setting(setting)  # one clear line before any model loads
-        if DEFAULT not in args.settings:
-            parser.error(f"--settings must include {DEFAULT}")
+    for setting in args.settings:
+        parse_setting(setting)  # one clear line before any model loads
+    if DEFAULT not in args.settings:
+        parser.error(f"--settings must include {DEFAULT}")
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.plot is not None:
-        print(f"wrote {plot(json.loads(args.plot.read_text()), args.plot.with_suffix('.png'))}")
-        return
-    result = measure(args)
-    for n, row in result["summary"].items():
-        print(f"N={n}: default / {row['best_static']} = {row['default_over_best_static']}")
-    path = runner.write_result(args.output, result)
-    print(f"wrote {path} and {plot(result, path.with_suffix('.png'))}")
+    result = runner.run_or_replot(args, args.output, lambda: measure(args))
+    table = "\n".join(f"N={n}: default / {row['best_static']} = {row['default_over_best_static']}"
+                      for n, row in result["summary"].items())
+    runner.report(plot(result, args.output.with_suffix(".png")), table)
 
 
 if __name__ == "__main__":
