@@ -228,7 +228,7 @@ class DepthChoice:
 
     def _stale_drafting(self, num_reqs: int) -> list[int]:
         """The batch buckets at or next to this load's whose steps that drafted are ``cost_stale_s`` old, all
-        of them: what the step-cost model says drafting costs here may no longer be this machine's. None
+        of them: what the step-cost model says drafting costs here may no longer be this machine's. Empty
         where a step drafted there lately, or none ever did."""
         level = batch_bucket(max(num_reqs, 1)).bit_length()
         near = {bucket: at for bucket, at in self._drafted_at.items() if abs(bucket.bit_length() - level) <= 1}
