@@ -61,9 +61,9 @@ def summary(runs: list[dict], loads: list[int]) -> dict:
     return out
 
 
-def run_one(setting: str, args, path: Path) -> dict:
-    """One setting's steady phases in a fresh process (``depth_trace.py``): its phase rates, and the
-    default's depths per step."""
+def run_one(setting: str, args, path: Path) -> tuple[dict, dict]:
+    """One setting's steady phases in a fresh process (``depth_trace.py``): its phase rates (for the
+    default, every step too), and the trace's meta."""
     mode, k = parse_setting(setting)
     command = [sys.executable, "-m", "benchmarks.depth_trace", "--mode", mode, "--k", str(k), "--rounds", "1",
                "--loads", ",".join(map(str, args.loads)), "--pair", str(args.pair), "--output", str(path)]
@@ -74,7 +74,7 @@ def run_one(setting: str, args, path: Path) -> dict:
     if mode == DEFAULT:  # what explains its reading: every step the policy observed (depth_trace.py's record)
         run["depths"] = {str(p["requests"]): "".join(str(s["depth"]) for s in p["steps"]) for p in trace["phases"]}
         run["steps"] = {str(p["requests"]): p["steps"] for p in trace["phases"]}
-    return run
+    return run, trace["meta"]
 
 
 def measure(args) -> dict:
@@ -82,9 +82,9 @@ def measure(args) -> dict:
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for i, setting in enumerate(mirrored(args.settings, args.cycles)):
-            runs.append(run_one(setting, args, Path(folder) / f"{i}.json"))
-            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in runs[-1]["tok_s"].items()), flush=True)
-            meta_of_trace = json.loads((Path(folder) / f"{i}.json").read_text())["meta"]
+            run, meta_of_trace = run_one(setting, args, Path(folder) / f"{i}.json")
+            runs.append(run)
+            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()), flush=True)
     meta = runner.meta(meta_of_trace["device_label"], started, meta_of_trace["engine"],
                        models=meta_of_trace["models"], settings=args.settings, cycles=args.cycles,
                        order="mirrored, one engine at a time", output_tokens=meta_of_trace["output_tokens"],

@@ -59,8 +59,8 @@ def test_a_run_keeps_its_rates_and_for_the_default_every_step(tmp_path, monkeypa
     commands = []
     monkeypatch.setattr(steady.subprocess, "run", lambda command, check: commands.append(command))
     args = steady.parse_args(["--loads", "4"])
-    default = steady.run_one("minedraft_auto", args, path)
+    default, meta = steady.run_one("minedraft_auto", args, path)
     assert default["tok_s"] == {"4": 2.5} and default["depths"] == {"4": "30"}
-    assert default["steps"]["4"] == trace["phases"][0]["steps"]
-    assert "steps" not in steady.run_one("stock_sd:1", args, path)
+    assert default["steps"]["4"] == trace["phases"][0]["steps"] and meta == trace["meta"]
+    assert "steps" not in steady.run_one("stock_sd:1", args, path)[0]
     assert commands[1][commands[1].index("--k") + 1] == "1"
