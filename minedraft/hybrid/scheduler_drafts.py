@@ -2,9 +2,10 @@
 
 A lookup source (suffix decoding: suffix_drafts.py; n-gram matching: ngram_drafts.py) needs a request's
 tokens and nothing of the worker's, so it runs in the scheduler, which holds them (vLLM's
-``Request.all_token_ids``): no worker or lane changes. Exact at TP 2 (tests/e2e/test_tensor_parallel.py) and
+``Request.all_token_ids``): no worker or lane changes. Exact at TP 2 (tests/e2e/test_tensor_parallel.py),
 beside the process drafter, served (tests/e2e/test_served.py: the draft engine is sent the tokens each request
-gained since its last job, however many the target accepted); not yet run under DP. Before a step is planned,
+gained since its last job, however many the target accepted), and at DP 2, each rank's scheduler choosing for
+its own requests (test_served.py). Before a step is planned,
 each decoding request gets a lookup draft; the policy chooses per request whose drafts the target verifies
 (policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
 (``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The

@@ -421,12 +421,12 @@ def mix_answers(server: Server, kit, alone: dict) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def data_parallel_run(target_answers, eagle3_run, kit, chat_template, log_dir, mix_target_alone) -> dict:
     """Two data-parallel ranks on a core each (vLLM's front end balancing over two engine cores, each
-    with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that preempts): the served
-    workload's answers and the 48-request exactness mix's tokens, metrics and the server log; then rank 1's
-    engine core is SIGKILLed."""
+    with MineDraft's scheduler and worker, chunked prefill, prefix caching, a KV cache that preempts), suffix
+    decoding beside the draft model and the depth chosen (``HYBRID``): the served workload's answers and the
+    48-request exactness mix's tokens, metrics and the server log; then rank 1's engine core is SIGKILLed."""
     alone = mix_target_alone  # the offline target alone on the mix (test_exactness.py's)
     with served("minedraft-dp2", kit, chat_template, log_dir, minedraft=True, env=ONE_CORE_PER_RANK,
-                extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
+                settings=HYBRID, extra_args=("--data-parallel-size", "2", *MIX_ARGS)) as server:
         run = {**answers(server), "mix": mix_answers(server, kit, alone), "mix_alone": alone["tokens"]}
         run["limited"] = limited_answers(server)
         run |= {"metrics": server.counters_after_answers(), "log": server.log.read_text()}
@@ -470,21 +470,32 @@ def left_running(processes: list) -> list[tuple[int, str]]:
 
 
 def assert_mix_exact_on_both_ranks(run: dict) -> None:
-    """The 48-request mix as the target alone answered it, both ranks overlapping, the cache preempting."""
+    """The 48-request mix as the target alone answered it, the cache preempting."""
     got, want = run["mix"], run["mix_alone"]
     assert len(got) == len(want) == 48
     assert [i for i, (g, w) in enumerate(zip(got, want)) if g != w] == [], "mix requests differ from the target alone"
-    m = run["metrics"]
+    assert run["metrics"].get("vllm:num_preemptions_total", 0) > 0, run["metrics"]  # requests were preempted
+
+
+def assert_both_ranks_overlapped(metrics: dict) -> None:
     for engine in (0, 1):  # vLLM's engine label: MineDraft's counters per rank
-        assert m.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, m
-        assert m.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, m
-    assert m.get("vllm:num_preemptions_total", 0) > 0, m  # the KV cache overflowed: requests were preempted
+        assert metrics.get(f"minedraft:parallel_steps_total{{engine={engine}}}", 0) > 0, metrics
+        assert metrics.get(f"minedraft:draft_only_requests_total{{engine={engine}}}", 0) > 0, metrics
 
 
-def test_data_parallel_ranks_serve_exactly_each_with_parallel_steps(target_answers, data_parallel_run):
+def test_data_parallel_ranks_serve_exactly_each_with_both_draft_sources(target_answers, data_parallel_run):
+    """Each rank's scheduler chose, per request and step, suffix decoding's drafts or the model's, and both were
+    accepted on each; whether a rank splits its batch into two groups follows step times under the chosen depth
+    (test_exactness.py ``TIMING_DRIVEN_RUNS``): the headless layout below asserts overlap on both ranks."""
     assert_same_answers(data_parallel_run, target_answers)
     assert_mix_exact_on_both_ranks(data_parallel_run)
     assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"])
+    m = data_parallel_run["metrics"]
+    for engine in (0, 1):
+        assert m.get(f"minedraft:lookup_accepted_total{{engine={engine}}}", 0) > 0, m
+        model_drafts = (m.get(f"vllm:spec_decode_num_draft_tokens_total{{engine={engine}}}", 0)
+                        - m.get(f"minedraft:lookup_drafts_total{{engine={engine}}}", 0))
+        assert model_drafts > 0, m
     assert "(engine 1)" in data_parallel_run["log"]  # the stats line names the rank
 
 
@@ -516,7 +527,8 @@ def headless_run(target_answers, data_parallel_run, kit, chat_template, log_dir,
 
 def test_a_headless_rank_serves_exactly_with_parallel_steps(target_answers, headless_run):
     assert_same_answers(headless_run, target_answers)
-    assert_mix_exact_on_both_ranks(headless_run)  # engine 1: the headless process's rank
+    assert_mix_exact_on_both_ranks(headless_run)
+    assert_both_ranks_overlapped(headless_run["metrics"])  # engine 1: the headless process's rank
 
 
 def test_a_killed_front_end_takes_its_processes_with_it(headless_run):
