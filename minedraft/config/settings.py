@@ -33,6 +33,7 @@ DRAFTERS = ("in-process", "process")
 DEPTHS = ("fixed", "auto", "step")
 IDLE_DRAFTERS = ("skip", "run")
 FIRST_TOKENS = ("early", "after_drafts")
+DRAFT_AHEAD = ("auto", "always", "off")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class MineDraftSettings:
     # How long the target waits for a process drafter's drafts before it
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
+    # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): auto drafts past the drafts
+    # it sent, as if all are accepted, as far as its spare time while the target verifies reaches; always: the
+    # job's depth and one more, after every job (tests, measurements); off: it waits for the next job.
+    draft_ahead: str = "auto"
     # The most one in-process draft job may run; past it the worker ends with one error line and the
     # engine stops (worker/in_process/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
     # never returns is a collective out of step or a stuck drafter, and cannot be interrupted.
@@ -156,7 +161,7 @@ class MineDraftSettings:
 def _check(name: str, value: Any, source: str) -> Any:
     """``value`` if valid for setting ``name``; else one line naming where it came from."""
     choices = {"mode": RUNTIME_MODES, "lane": LANES, "drafter": DRAFTERS, "speculation_depth": DEPTHS,
-               "idle_drafter": IDLE_DRAFTERS, "first_token": FIRST_TOKENS}.get(name)
+               "idle_drafter": IDLE_DRAFTERS, "first_token": FIRST_TOKENS, "draft_ahead": DRAFT_AHEAD}.get(name)
     if choices is not None and value not in choices and not (name == "speculation_depth" and value is None):
         raise MineDraftConfigError(f"{source}={value!r} is not one of {', '.join(choices)}.")
     if name == "lane_threads" and value is not None and (

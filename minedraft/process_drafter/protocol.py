@@ -40,8 +40,7 @@ class ChildPipe:
         with open(log_path, "w") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen([sys.executable, *args, json.dumps(spec)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, env=dict(env), cwd=cwd)
-        self._buffer = b""
-        self.ended = False  # the child closed its output: it exited
+        self._lines = Lines(self.proc.stdout.fileno())
 
     def send(self, message: dict[str, Any]) -> bool:
         """Write one line; False when the child no longer reads (it exited)."""
@@ -54,19 +53,13 @@ class ChildPipe:
 
     def read(self, timeout_s: float) -> dict[str, Any] | None:
         """The next line; None when none came within ``timeout_s`` or the child ended (``ended``)."""
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self.ended = True
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+        line = self._lines.read(timeout_s)
+        return None if line is None else json.loads(line)
+
+    @property
+    def ended(self) -> bool:
+        """The child closed its output: it exited."""
+        return self._lines.ended
 
     def close(self, timeout_s: float) -> None:
         """Ask the child to quit; kill it if it has not exited within ``timeout_s``."""
@@ -84,17 +77,60 @@ class ChildPipe:
         self.proc.wait()
 
 
-def serve(start: Callable[[dict[str, Any]], tuple[Handler, dict[str, Any]]]) -> None:
-    """The child's side: ``start(spec)`` once, which returns the command handler and what the ready
-    line adds; then one reply per command until ``quit`` or the end of input."""
+class Lines:
+    """Lines read from a file descriptor, each read bounded; ``waiting`` looks without blocking."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buffer = b""
+        self.ended = False  # the writer closed its end
+
+    def read(self, timeout_s: float | None) -> bytes | None:
+        """The next line; None when none came within ``timeout_s`` (None: no bound) or the input ended."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while b"\n" not in self._buffer:
+            if self.ended or not self._fill(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def waiting(self) -> bool:
+        """Whether input has come (a line, part of one, or its end): the reader is wanted."""
+        return b"\n" in self._buffer or self.ended or self._fill(0.0)
+
+    def _fill(self, timeout_s: float | None) -> bool:
+        ready, _, _ = select.select([self.fd], [], [], timeout_s)
+        if not ready:
+            return False
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            self.ended = True
+            return False
+        self._buffer += chunk
+        return True
+
+
+# Called after each reply, with a function that says whether one has come:
+# the child's own work between commands (the draft engine drafts ahead: draft_ahead.py).
+Idle = Callable[[Callable[[], bool]], None]
+
+
+def serve(start: Callable[[dict[str, Any]], tuple[Handler, dict[str, Any]] | tuple[Handler, dict[str, Any], Idle]]
+          ) -> None:
+    """The child's side: ``start(spec)`` once, which returns the command handler, what the ready
+    line adds and, optionally, what to do when idle; then one reply per command until ``quit`` or the
+    end of input."""
     reply = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # vLLM's logs (stdout) join the log file
     spec = json.loads(sys.argv[-1])
     started = time.perf_counter()
-    handle, ready = start(spec)
+    handle, ready, *idle = start(spec)
     reply.write(json.dumps({"ready": True, "start_s": round(time.perf_counter() - started, 2), **ready}) + "\n")
-    for line in sys.stdin:
+    commands = Lines(sys.stdin.fileno())
+    while (line := commands.read(None)) is not None:
         command = json.loads(line)
         if command.get("cmd") == QUIT:
             break
         reply.write(json.dumps(handle(command)) + "\n")
+        if idle:
+            idle[0](commands.waiting)

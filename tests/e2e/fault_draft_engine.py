@@ -28,8 +28,8 @@ def stall_s() -> float:
 
 
 class FaultyDraftEngine(DraftEngine):
-    def __init__(self, llm, k: int) -> None:
-        super().__init__(llm, k)
+    def __init__(self, llm, k: int, ahead: str) -> None:
+        super().__init__(llm, k, ahead)
         self.faults = injected_faults()
         self.jobs = 0
 

@@ -32,7 +32,7 @@ SESSIONS = 6  # the draft engine's max_num_seqs: fewer than the requests, so idl
 GROUP = SESSIONS - 1  # the self-check's fresh requests need a free slot
 
 
-def start_drafter(log_dir, self_check: bool, **engine) -> ProcessDrafterClient:
+def start_drafter(log_dir, self_check: bool, draft_ahead: str = "off", **engine) -> ProcessDrafterClient:
     kit = build_kit()
     device = DrafterDevice.parse(f"cpu:{engine_cores()[-1]}")  # no target here: this worker's core
     args = EngineArgs(model=str(kit.target), dtype="float32", max_model_len=512, enforce_eager=True,
@@ -41,12 +41,13 @@ def start_drafter(log_dir, self_check: bool, **engine) -> ProcessDrafterClient:
     with pytest.MonkeyPatch.context() as env:
         if self_check:
             env.setenv("MINEDRAFT_DRAFTER_SELF_CHECK", "1")
-        return ProcessDrafterClient(kwargs, device, K, log_dir=str(log_dir))
+        return ProcessDrafterClient(kwargs, device, K, log_dir=str(log_dir), draft_ahead=draft_ahead)
 
 
 @pytest.fixture(scope="module")
 def drafter(tmp_path_factory):
-    client = start_drafter(tmp_path_factory.mktemp("drafter"), self_check=True)
+    # Drafting ahead after every job (draft_ahead.py): the random verification below leaves its path at once.
+    client = start_drafter(tmp_path_factory.mktemp("drafter"), self_check=True, draft_ahead="always")
     yield client
     client.close()
 
@@ -67,10 +68,11 @@ class ScriptedTarget:
                                                   for _ in range(self.rng.choice([1, 5, 31, 32, 33, 90, 200]))]
         self.next_id += 1
 
-    def job(self, req_ids: list[str], released: list[str]) -> dict[str, list[int]]:
+    def job(self, req_ids: list[str], released: list[str], depth: int = K) -> dict[str, list[int]]:
         self.sent.release(released)
         updates = [self.sent.update(r, self.histories[r], len(self.histories[r])) for r in req_ids]
-        job_id = self.client.send({"release": self.sent.take_released(), "updates": updates, "draft": req_ids})
+        job_id = self.client.send({"release": self.sent.take_released(), "updates": updates, "draft": req_ids,
+                                   "k": depth})
         reply = self.client.receive(job_id, timeout_s=ANSWER_TIMEOUT_S)
         assert reply is not None, "the drafter did not answer"
         self.replies.append(reply)
@@ -117,6 +119,37 @@ def test_a_gap_in_a_history_resyncs_the_session(drafter):
     assert target.job([req_id], []) == {req_id: []} and target.replies[-1]["resync"] == [req_id]
     drafts = target.job([req_id], [])  # the whole history again, into a new session
     assert len(drafts[req_id]) == K and target.replies[-1]["self_check_mismatches"] == 0
+
+
+def test_drafts_made_ahead_are_what_drafting_now_makes(drafter):
+    """A target that accepts every draft and samples the draft model's own next token (from the kit's
+    draft in transformers): the next job's drafts were made ahead, whatever its depth (fewer drafts
+    than made, or more: the rest drafted then), and equal drafting from scratch. One request
+    disagrees every other step: its path is dropped."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(build_kit().draft_perturbed), torch_dtype=torch.float32)
+
+    def guess(tokens: list[int]) -> int:
+        with torch.no_grad():
+            return int(model(torch.tensor([tokens])).logits[0, -1].argmax())
+
+    target = ScriptedTarget(drafter, seed=3)
+    for _ in range(3):
+        target.admit()
+    ids = sorted(target.histories)
+    for step in range(9):
+        drafts = target.job(ids, [], depth=(K, K - 1, K + 1)[step % 3])
+        for req_id, draft in drafts.items():
+            if req_id == ids[0] and step % 2:
+                target.verify(req_id, draft)
+            else:
+                target.histories[req_id] += [*draft, guess(target.histories[req_id] + draft)]
+    hits = sum(reply["ahead_hits"] for reply in target.replies)
+    assert hits >= 12, hits  # 2 agreeing requests x 8 steps, and the other's steps after one it agreed
+    assert sum(reply["ahead_misses"] for reply in target.replies) > 0
+    assert sum(reply["self_check_mismatches"] for reply in target.replies) == 0
 
 
 def test_sessions_that_find_no_kv_end_and_the_drafter_keeps_answering(tmp_path):

@@ -23,7 +23,8 @@ from harness.sidebyside import IN_PROCESS_CORE, run_mode, steps_by_depth, two_at
 from modelkit import build_kit
 from tests.e2e.fault_injection import run_with_faults
 
-PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
+# Drafting ahead after every job (draft_ahead.py), not only where the drafter's spare time is measured.
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1", "draft_ahead": "always"}
 # EAGLE-3 on the kit's target copies 3 x 256 float32 = 3 KiB of hidden states per scheduled token: a
 # step with a 128-token prefill chunk needs more than 0.25 MiB, a step of decodes alone mostly less.
 EAGLE3_CAPPED = {"capture_max_mib": 0.25}

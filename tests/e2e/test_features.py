@@ -69,7 +69,8 @@ REPEAT_UNIT_TOKENS, REPEAT_TIMES, REPEAT_MAX_TOKENS = 5, 4, 8
 # Long greedy requests beside the default's sampled ones: drafting pays for them, so steps draft, and the
 # sampled requests' drafts are there to be cut. Their outputs are the target alone's.
 N_CARRIERS, CARRIER_MAX_TOKENS, CARRIER_MAX_SEQS = 4, 700, 16
-PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
+# Drafting ahead after every job (draft_ahead.py): the sampled requests verify drafts made ahead too.
+PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1", "draft_ahead": "always"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
 N_AFTER_ABORT = 4
 N_NGRAM, NGRAM_MAX_TOKENS = 18, 48

@@ -14,7 +14,12 @@ greedily for each id of ``draft`` in that request's draft session
 (minedraft/process_drafter/draft_engine/sessions.py: its KV stays from job to job), answering one
 line::
 
-    {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012}
+    {"job": 7, "drafts": [[...], ...], "resync": [ids], "draft_s": 0.012,
+     "ahead_hits": 1, "ahead_misses": 0, "ahead_late": 0}
+
+Between jobs it drafts ahead (draft_ahead.py): past the drafts it just sent,
+as if the target accepts them all, so that the next job's drafts may be made
+already.
 
 It speaks the child protocol (minedraft/process_drafter/protocol.py): replies
 go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the log file
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -35,18 +41,21 @@ from minedraft.config.methods import method_of_engine
 from minedraft.lifetime import end_with_parent
 from minedraft.process_drafter.history import Histories
 from minedraft.process_drafter.protocol import Handler, serve
+from minedraft.process_drafter.draft_engine.draft_ahead import DraftAhead
 from minedraft.process_drafter.draft_engine.sessions import DraftSessions
 
 
 class DraftEngine:
-    """Histories plus the draft model's engine and its sessions: one job at a time."""
+    """Histories plus the draft model's engine and its sessions: one job at a time, and drafting
+    ahead between jobs (draft_ahead.py)."""
 
-    def __init__(self, llm, k: int) -> None:
+    def __init__(self, llm, k: int, ahead: str = "auto") -> None:
         self.llm, self.k = llm, k
         self.histories = Histories()
         self.self_check = environment.drafter_self_check()  # tests: also draft from scratch and compare
         self.sessions = DraftSessions(llm, k, spare_slots=1 if self.self_check else 0)  # the check's requests
         self.max_model_len = llm.llm_engine.model_config.max_model_len
+        self.ahead = DraftAhead(self.sessions.draft, ahead, self.max_model_len)
 
     def warm_up(self) -> None:
         """The first call's allocations, before the target waits on this engine."""
@@ -55,25 +64,50 @@ class DraftEngine:
 
     def handle(self, job: dict) -> dict:
         started = time.perf_counter()
+        self.ahead.job_arrived()
         released = job.get("release", ())
         resync = self.histories.apply(released, job.get("updates", ()))
         self.sessions.release([*released, *resync])
+        self.ahead.forget([*released, *resync])
         lost = set(resync)
         ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
-        drafted = self.sessions.draft({r: self.histories.tokens[r] for r in ids}, job.get("k", self.k))
+        depth = job.get("k", self.k)
+        drafted = self._draft({r: self.histories.tokens[r] for r in ids}, depth)
+        self.ahead.answered(drafted, depth)
         reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
-                 "draft_s": round(time.perf_counter() - started, 6)}
+                 "draft_s": round(time.perf_counter() - started, 6), **self.ahead.take_counts()}
         if self.self_check:
-            reply["self_check_mismatches"] = self._mismatches(drafted)
+            reply["self_check_mismatches"] = self._mismatches(drafted, depth)
         return reply
 
-    def _mismatches(self, drafted: dict[str, list[int]]) -> int:
+    def idle(self, waiting: Callable[[], bool]) -> None:
+        """After each reply (protocol.serve): draft ahead while the target verifies."""
+        self.ahead.run(self.histories.tokens, waiting)
+
+    def _draft(self, histories: dict[str, list[int]], depth: int) -> dict[str, list[int]]:
+        """``depth`` drafts per request: those made ahead, the rest drafted now (one engine call per
+        number of drafts still missing)."""
+        ready = self.ahead.take(histories, depth)
+        drafted = {r: drafts for r, drafts in ready.items() if len(drafts) == depth}
+        missing: dict[int, dict[str, list[int]]] = {}
+        for r, history in histories.items():
+            made = ready.get(r, [])
+            if len(made) < depth:
+                missing.setdefault(depth - len(made), {})[r] = [*history, *made]
+        for need, group in missing.items():
+            started = time.perf_counter()
+            for r, drafts in self.sessions.draft(group, need).items():
+                drafted[r] = [*ready.get(r, []), *drafts]
+            self.ahead.timed(time.perf_counter() - started, need)
+        return drafted
+
+    def _mismatches(self, drafted: dict[str, list[int]], depth: int) -> int:
         """How many session drafts differ from drafting the same history as a new request."""
         from vllm import SamplingParams
 
         ids = list(drafted)
-        params = SamplingParams(temperature=0, max_tokens=self.k, ignore_eos=True, detokenize=False)
+        params = SamplingParams(temperature=0, max_tokens=depth, ignore_eos=True, detokenize=False)
         outputs = self.llm.generate([{"prompt_token_ids": self.histories.tokens[r]} for r in ids], params,
                                     use_tqdm=False) if ids else []
         return sum(drafted[r] != list(o.outputs[0].token_ids) for r, o in zip(ids, outputs))
@@ -91,9 +125,9 @@ def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> 
         return dflash.handle, {"max_model_len": dflash.max_model_len, "context_layers": dflash.context_layers}
     from vllm import LLM
 
-    engine = engine_cls(LLM(**spec["engine"]), spec["k"])
+    engine = engine_cls(LLM(**spec["engine"]), spec["k"], spec.get("draft_ahead", "auto"))
     engine.warm_up()
-    return engine.handle, {"max_model_len": engine.max_model_len}
+    return engine.handle, {"max_model_len": engine.max_model_len}, engine.idle
 
 
 def main(engine_cls: type[DraftEngine] = DraftEngine) -> None:

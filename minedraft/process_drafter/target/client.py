@@ -37,11 +37,11 @@ class ProcessDrafterStartError(RuntimeError):
 
 class ProcessDrafterClient:
     def __init__(self, engine_kwargs: dict[str, Any], device: DrafterDevice, k: int,
-                 log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE) -> None:
+                 log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE, draft_ahead: str = "auto") -> None:
         device.check_available()
         self.device = device
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="minedraft-drafter-")) / "drafter.log"
-        spec = {"engine": engine_kwargs, "k": k, "parent_pid": os.getpid(),
+        spec = {"engine": engine_kwargs, "k": k, "draft_ahead": draft_ahead, "parent_pid": os.getpid(),
                 "cpu_affinity": sorted(device.cpu_affinity() or ())}
         self.pipe = ChildPipe(entry, spec, self.log_path, env={**os.environ, **device.process_env()})
         self.proc = self.pipe.proc

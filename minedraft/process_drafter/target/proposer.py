@@ -85,6 +85,9 @@ class JobStats:
     inline_jobs: int = 0
     inline_round_trip_s: float = 0.0
     inline_draft_s: float = 0.0
+    ahead_hits: int = 0  # requests whose drafts the engine had made ahead (draft_ahead.py)
+    ahead_misses: int = 0
+    ahead_late: int = 0  # jobs that came while the engine was drafting ahead
 
     def observe(self, reply: dict | None, sent_at: float | None) -> None:
         """One job's reply (None: late or gone); ``sent_at``: when an inline job was sent."""
@@ -93,6 +96,9 @@ class JobStats:
             self.late += 1
             return
         self.draft_s += reply["draft_s"]
+        self.ahead_hits += reply.get("ahead_hits", 0)
+        self.ahead_misses += reply.get("ahead_misses", 0)
+        self.ahead_late += reply.get("ahead_late", 0)
         if sent_at is not None:
             self.inline_jobs += 1
             self.inline_round_trip_s += time.perf_counter() - sent_at
@@ -105,6 +111,9 @@ class JobStats:
             overhead = (self.inline_round_trip_s - self.inline_draft_s) / self.inline_jobs
             line += f"; inline jobs: {1e3 * self.inline_round_trip_s / self.inline_jobs:.1f} ms round trip, " \
                     f"{1e3 * overhead:.2f} ms of it outside the engine (pipes, JSON, wake-ups)"
+        if self.ahead_hits or self.ahead_misses:
+            line += f"; drafted ahead: {self.ahead_hits} requests found their drafts made, {self.ahead_misses} " \
+                    f"left the path, {self.ahead_late} jobs came while drafting ahead"
         return line
 
 
@@ -119,6 +128,7 @@ class ProcessDrafterProposer:
         self.engine_kwargs: dict[str, Any] = vllm_config.additional_config[DRAFT_ENGINE_KEY]
         self.device = DrafterDevice.parse(settings.drafter_device)
         self.timeout_s = settings.drafter_timeout_s
+        self.draft_ahead = settings.draft_ahead
         self.k = vllm_config.speculative_config.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         self.sent = SentHistories()
@@ -138,7 +148,8 @@ class ProcessDrafterProposer:
         end_with_vllm_parent()
         if not self.drives_engine:
             return
-        self.client = ProcessDrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry)
+        self.client = ProcessDrafterClient(self.engine_kwargs, self.device, self.k, entry=self.engine_entry,
+                                          draft_ahead=self.draft_ahead)
         self.max_model_len = min(self.max_model_len, self.client.max_model_len)
         if method_of_engine(self.engine_kwargs).sends_context:
             if not self.client.context_layers:

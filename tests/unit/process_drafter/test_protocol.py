@@ -70,3 +70,35 @@ def test_close_kills_a_child_that_does_not_quit(child):
     pipe = child({}, source=SILENT)
     pipe.close(timeout_s=0.1)
     assert pipe.proc.returncode == -9
+
+
+IDLE_CHILD = textwrap.dedent("""
+    from minedraft.process_drafter.protocol import serve
+
+    def start(spec):
+        seen = []  # per idle call: whether a command was waiting
+
+        def handle(command):
+            return {"echo": command, "idle": list(seen)}
+
+        def idle(waiting):
+            seen.append(waiting())
+
+        return handle, {}, idle
+
+    serve(start)
+""")
+
+
+def test_the_idle_hook_runs_after_each_reply_and_sees_a_waiting_command(child):
+    pipe = child({}, source=IDLE_CHILD)
+    pipe.read(60)
+    assert pipe.send({"n": 0})
+    assert pipe.read(60)["idle"] == []
+    # Two commands in one write (atomic on a pipe): after the first reply the second one waits.
+    pipe.proc.stdin.write(b'{"n": 1}\n{"n": 2}\n')
+    pipe.proc.stdin.flush()
+    assert len(pipe.read(60)["idle"]) == 1  # one idle call after reply 0 (commands 1 and 2 may have come)
+    assert pipe.read(60)["idle"][1] is True  # after reply 1, command 2 had come with it
+    pipe.close(timeout_s=60)
+    assert pipe.proc.returncode == 0

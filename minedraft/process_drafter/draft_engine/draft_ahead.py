@@ -1,0 +1,150 @@
+"""Drafting ahead: while the target verifies a job's drafts, the draft engine drafts past them.
+
+With one group (N = 1, or a step of plain SD) the draft engine waits while the
+target verifies, and the target waits while it drafts. After answering a job,
+the engine goes on drafting each of its requests as if the target accepted
+every draft and then sampled the draft model's own next token (its *guess*):
+the *path* is the job's drafts and the guess, and the drafts after the path
+are kept. When the next job's history of that request is exactly the path,
+its drafts are those already made: the tokens greedy drafting would make now,
+from the same history, and the session's KV already holds them. Any other
+history is a miss: the session rolls back to what the target accepted, as
+after any job (session_scheduler.py). Exact by construction: the target
+verifies every draft, wherever it was made.
+
+How far ahead: ``off``; ``always`` (the job's depth and the guess, after every
+job: the tests' and measurements' setting); or ``auto``, only as far as the
+drafter's spare time reaches, so that the next job never waits for drafting it
+did not ask for: the time from a reply to the next job (the *gap*, measured on
+every job; the shortest of the last few) against the engine's time per step
+(measured on the job just answered, which drafted the same requests). Where
+drafts and verification alternate (a second group, or a target that sends the
+next job at once) the gap is short and nothing is drafted ahead. Drafting ahead
+costs the target's hardware nothing: the drafter has its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+AHEAD_MODES = ("auto", "always", "off")
+GAPS = 4  # the gaps a decision looks at: the shortest of the last few, so a faster step is not overrun
+SHARE = 0.8  # of that gap, what drafting ahead may take (the rest: the engine's per-step jitter)
+
+
+@dataclass
+class AheadDrafts:
+    """One request drafted ahead: the history it extends (its length), the path, the drafts after it."""
+
+    base: int
+    path: list[int]
+    drafts: list[int]
+
+
+@dataclass
+class AheadCounts:
+    """Per job, sent in its reply (the target's proposer sums them)."""
+
+    hits: int = 0  # requests whose drafts (all or some) were made ahead
+    misses: int = 0  # requests drafted ahead whose history left the path
+    late: int = 0  # jobs that came while the engine was drafting ahead (auto: the gap was overrun)
+
+
+@dataclass
+class DraftAhead:
+    """The draft engine's work between jobs. ``draft(histories, depth)`` is the sessions' own
+    drafting (sessions.py), with a check run between its engine steps."""
+
+    draft: Callable[..., dict[str, list[int]]]
+    mode: str
+    max_model_len: int
+    ahead: dict[str, AheadDrafts] = field(default_factory=dict)
+    gaps: deque = field(default_factory=lambda: deque(maxlen=GAPS))
+    counts: AheadCounts = field(default_factory=AheadCounts)
+    _last_job: dict[str, list[int]] = field(default_factory=dict)  # request -> its drafts, to draft past
+    _last_depth: int = 0
+    _step_s: float | None = None
+    _replied_at: float | None = None
+    _arrived_at: float | None = None
+
+    # ------------------------------------------------------------------ a job
+    def job_arrived(self) -> None:
+        """A job is being handled: the gap since the last reply is one more measurement."""
+        arrived = self._arrived_at or time.perf_counter()
+        if self._replied_at is not None:
+            self.gaps.append(arrived - self._replied_at)
+        if self._arrived_at is not None:
+            self.counts.late += 1
+        self._replied_at = self._arrived_at = None
+
+    def forget(self, req_ids: Sequence[str]) -> None:
+        """Released or resynchronised requests: their sessions are gone."""
+        for req_id in req_ids:
+            self.ahead.pop(req_id, None)
+
+    def take(self, histories: Mapping[str, Sequence[int]], depth: int) -> dict[str, list[int]]:
+        """The drafts already made for each request whose history is the path drafted ahead (at most
+        ``depth``); every other request's are dropped."""
+        ready = {}
+        for req_id, history in histories.items():
+            made = self.ahead.pop(req_id, None)
+            if made is None:
+                continue
+            end = made.base + len(made.path)
+            if len(history) == end and list(history[made.base:end]) == made.path:
+                ready[req_id] = made.drafts[:depth]
+                self.counts.hits += 1
+            else:
+                self.counts.misses += 1
+        return ready
+
+    def answered(self, drafted: Mapping[str, list[int]], depth: int) -> None:
+        """The job's drafts: what to draft past when idle."""
+        self._last_job = {req_id: drafts for req_id, drafts in drafted.items() if drafts}
+        self._last_depth = depth
+
+    def timed(self, seconds: float, steps: int) -> None:
+        """A drafting call of ``steps`` engine steps took ``seconds`` (with the tokens it fed: an upper
+        bound on a decode step's time)."""
+        if steps:
+            self._step_s = seconds / steps
+
+    def take_counts(self) -> dict[str, int]:
+        counts, self.counts = self.counts, AheadCounts()
+        return {"ahead_hits": counts.hits, "ahead_misses": counts.misses, "ahead_late": counts.late}
+
+    # ------------------------------------------------------------------ between jobs
+    def run(self, histories: Mapping[str, Sequence[int]], waiting: Callable[[], bool]) -> None:
+        """Called right after each reply: draft the last job's requests ahead, unless a job waits."""
+        self._replied_at = time.perf_counter()
+        last, self._last_job = self._last_job, {}
+        steps = self._steps(len(last))
+        if steps < 2 or waiting():  # one step drafts only the guess
+            return
+        paths = {req_id: [*histories[req_id], *drafts] for req_id, drafts in last.items()
+                 if req_id in histories and len(histories[req_id]) + len(drafts) + steps <= self.max_model_len}
+
+        def watch() -> None:  # between engine steps: when the next job came (a late one is counted)
+            if self._arrived_at is None and waiting():
+                self._arrived_at = time.perf_counter()
+
+        started = time.perf_counter()
+        made = self.draft(paths, steps, between_steps=watch)
+        self.timed(time.perf_counter() - started, steps)
+        for req_id, tokens in made.items():
+            if len(tokens) == steps:
+                self.ahead[req_id] = AheadDrafts(len(histories[req_id]), [*last[req_id], tokens[0]], tokens[1:])
+
+    def _steps(self, requests: int) -> int:
+        """Engine steps to draft ahead: the guess and the drafts after it."""
+        if self.mode == "off" or not requests:
+            return 0
+        most = self._last_depth + 1
+        if self.mode == "always":
+            return most
+        if len(self.gaps) < GAPS or not self._step_s:
+            return 0
+        return min(most, int(SHARE * min(self.gaps) / self._step_s))

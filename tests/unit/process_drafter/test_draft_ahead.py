@@ -1,0 +1,138 @@
+"""Drafting ahead (minedraft/process_drafter/draft_engine/draft_ahead.py), with a rule for a draft model.
+
+The "model" drafts greedily by a fixed rule of the last token, so every draft is known; the engine's
+real sessions are tested in tests/e2e/test_draft_sessions.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from minedraft.process_drafter.draft_engine.draft_ahead import GAPS, SHARE, DraftAhead
+
+
+def next_token(token: int) -> int:
+    return (token * 7 + 3) % 101
+
+
+def greedy(history: list[int], depth: int) -> list[int]:
+    drafts = []
+    for _ in range(depth):
+        drafts.append(next_token((history + drafts)[-1]))
+    return drafts
+
+
+class RuleSessions:
+    """``DraftSessions.draft`` for the rule: records each call's depth and runs the step hook."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], int]] = []
+
+    def draft(self, histories, depth, between_steps=None):
+        self.calls.append((sorted(histories), depth))
+        for _ in range(depth):
+            if between_steps is not None:
+                between_steps()
+        return {r: greedy(list(h), depth) for r, h in histories.items()}
+
+
+def never_waiting() -> bool:
+    return False
+
+
+def ahead_of(mode: str, max_model_len: int = 1000) -> tuple[DraftAhead, RuleSessions]:
+    sessions = RuleSessions()
+    return DraftAhead(sessions.draft, mode, max_model_len), sessions
+
+
+def answer(ahead: DraftAhead, histories: dict[str, list[int]], depth: int) -> dict[str, list[int]]:
+    """One job as the engine handles it: drafts made ahead where the history is the path, the rest now."""
+    ready = ahead.take(histories, depth)
+    drafted = {r: ready.get(r) or greedy(h, depth) for r, h in histories.items()}
+    ahead.answered(drafted, depth)
+    return drafted
+
+
+def test_a_history_on_the_path_finds_its_drafts_made():
+    ahead, sessions = ahead_of("always")
+    histories = {"a": [5, 6, 7], "b": [9]}
+    drafts = answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)
+    assert sessions.calls == [(["a", "b"], 4)]  # the guess and the job's depth
+    # The target accepts a's drafts and samples the draft's own next token; b keeps one draft and differs.
+    histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
+    histories["b"] += [drafts["b"][0], next_token(drafts["b"][0]) + 1]
+    ready = ahead.take(histories, 3)
+    assert ready == {"a": greedy(histories["a"], 3)}  # what drafting now would make
+    assert ahead.take_counts() == {"ahead_hits": 1, "ahead_misses": 1, "ahead_late": 0}
+    assert ahead.ahead == {}  # taken once
+
+
+def test_a_job_asking_fewer_drafts_takes_a_prefix():
+    ahead, _ = ahead_of("always")
+    histories = {"a": [1, 2]}
+    drafts = answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)
+    histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
+    assert ahead.take(histories, 2) == {"a": greedy(histories["a"], 2)}
+
+
+def test_released_requests_and_histories_off_the_path_are_dropped():
+    ahead, _ = ahead_of("always")
+    histories = {"a": [1], "b": [2]}
+    drafts = answer(ahead, histories, 2)
+    ahead.run(histories, never_waiting)
+    ahead.forget(["a"])
+    histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
+    histories["b"] += drafts["b"]  # the path's length minus one: not the path
+    assert ahead.take(histories, 2) == {}
+    assert ahead.take_counts()["ahead_misses"] == 1
+
+
+def test_off_and_a_waiting_job_draft_nothing_ahead():
+    off, off_sessions = ahead_of("off")
+    answer(off, {"a": [1]}, 3)
+    off.run({"a": [1]}, never_waiting)
+    on, on_sessions = ahead_of("always")
+    answer(on, {"a": [1]}, 3)
+    on.run({"a": [1]}, lambda: True)
+    assert off_sessions.calls == on_sessions.calls == []
+
+
+def test_no_history_runs_past_the_model_length():
+    ahead, sessions = ahead_of("always", max_model_len=8)
+    histories = {"short": [1], "long": [1, 2, 3]}
+    answer(ahead, histories, 3)  # long: 3 + 3 drafts + 4 steps ahead > 8
+    ahead.run(histories, never_waiting)
+    assert sessions.calls == [(["short"], 4)]
+
+
+@pytest.mark.parametrize(("gap_s", "step_s", "steps"), [
+    (1.0, 0.1, 4),  # room for more than depth + 1: depth + 1
+    (0.55, 0.1, 4),  # 0.8 x 0.55 / 0.1 = 4.4
+    (0.3, 0.1, 2),
+    (0.2, 0.1, 0),  # one step would draft only the guess
+])
+def test_auto_drafts_as_many_steps_as_fit_in_the_shortest_recent_gap(gap_s, step_s, steps):
+    ahead, sessions = ahead_of("auto")
+    histories = {"a": [1, 2, 3]}
+    answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)  # no gap measured yet: nothing ahead
+    assert sessions.calls == []
+    ahead.gaps.extend([10 * gap_s] * (GAPS - 1) + [gap_s])
+    ahead.timed(3 * step_s, 3)  # the job's drafting: three steps
+    answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)
+    assert [depth for _, depth in sessions.calls] == ([steps] if steps else [])
+    assert SHARE == 0.8  # the table above assumes it
+
+
+def test_a_job_that_comes_while_drafting_ahead_is_late_and_shortens_the_next_gap():
+    ahead, _ = ahead_of("always")
+    histories = {"a": [1]}
+    answer(ahead, histories, 3)
+    calls = iter([False, False, True])  # the job comes during the second engine step
+    ahead.run(histories, lambda: next(calls, True))
+    ahead.job_arrived()
+    assert ahead.take_counts()["ahead_late"] == 1
+    assert len(ahead.gaps) == 1
