@@ -28,6 +28,8 @@ def test_cpu_drafter_binds_its_process_and_threads_and_keeps_its_engine_in_proce
     env = DrafterDevice.parse("cpu:1").process_env({})
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert DrafterDevice.parse("cpu:1").cpu_affinity() == {1}
+    # torch's OpenMP pool, made at import before the binding: one thread per core of the drafter's
+    assert env["OMP_NUM_THREADS"] == "1" and DrafterDevice.parse("cpu:2-4").process_env({})["OMP_NUM_THREADS"] == "3"
 
 
 def test_cuda_drafter_indices_are_relative_to_the_visible_devices():
