@@ -13,26 +13,27 @@ after any job (session_scheduler.py). Exact by construction: the target
 verifies every draft, wherever it was made.
 
 How far ahead: ``off``; ``always`` (the job's depth and the guess, after every
-job: the tests' and measurements' setting); or ``auto``, only as far as the
-drafter's spare time reaches, so that the next job never waits for drafting it
-did not ask for: the time from a reply to the next job (the *gap*, measured on
-every job; the shortest of the last few) against the engine's time per step
-(measured on the job just answered, which drafted the same requests). Where
-drafts and verification alternate (a second group, or a target that sends the
-next job at once) the gap is short and nothing is drafted ahead. Drafting ahead
-costs the target's hardware nothing: the drafter has its own.
+job: the tests' and measurements' setting); or ``auto``, as far as the
+drafter's spare time reaches: the time from a reply to the next job (the
+*gap*, measured on every job; the median of the last few) over the engine's
+time per step (measured on its last drafting call). A job that comes while
+the engine is still drafting ahead waits only where its history left the path:
+on the path, those steps make its own drafts. Where drafts and verification
+alternate (a second group, or a target that sends the next job at once) the
+gap is short and nothing is drafted ahead. Drafting ahead costs the target's
+hardware nothing: the drafter has its own.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 AHEAD_MODES = ("auto", "always", "off")
-GAPS = 4  # the gaps a decision looks at: the shortest of the last few, so a faster step is not overrun
-SHARE = 0.8  # of that gap, what drafting ahead may take (the rest: the engine's per-step jitter)
+GAPS = 4  # the gaps a decision looks at (their median: one slow step, a prefill, does not count)
 
 
 @dataclass
@@ -147,4 +148,4 @@ class DraftAhead:
             return most
         if len(self.gaps) < GAPS or not self._step_s:
             return 0
-        return min(most, int(SHARE * min(self.gaps) / self._step_s))
+        return min(most, int(statistics.median(self.gaps) / self._step_s))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from minedraft.process_drafter.draft_engine.draft_ahead import GAPS, SHARE, DraftAhead
+from minedraft.process_drafter.draft_engine.draft_ahead import GAPS, DraftAhead
 
 
 def next_token(token: int) -> int:
@@ -107,24 +107,23 @@ def test_no_history_runs_past_the_model_length():
     assert sessions.calls == [(["short"], 4)]
 
 
-@pytest.mark.parametrize(("gap_s", "step_s", "steps"), [
-    (1.0, 0.1, 4),  # room for more than depth + 1: depth + 1
-    (0.55, 0.1, 4),  # 0.8 x 0.55 / 0.1 = 4.4
-    (0.3, 0.1, 2),
-    (0.2, 0.1, 0),  # one step would draft only the guess
+@pytest.mark.parametrize(("gaps_s", "step_s", "steps"), [
+    ([1.0] * GAPS, 0.1, 4),  # room for more than depth + 1: depth + 1
+    ([0.1, 0.35, 0.35, 9.0], 0.1, 3),  # the median gap, 0.35 s: three steps
+    ([0.25] * GAPS, 0.1, 2),
+    ([0.15] * GAPS, 0.1, 0),  # one step would draft only the guess
 ])
-def test_auto_drafts_as_many_steps_as_fit_in_the_shortest_recent_gap(gap_s, step_s, steps):
+def test_auto_drafts_as_many_steps_as_fit_in_the_median_recent_gap(gaps_s, step_s, steps):
     ahead, sessions = ahead_of("auto")
     histories = {"a": [1, 2, 3]}
     answer(ahead, histories, 3)
     ahead.run(histories, never_waiting)  # no gap measured yet: nothing ahead
     assert sessions.calls == []
-    ahead.gaps.extend([10 * gap_s] * (GAPS - 1) + [gap_s])
-    ahead.timed(3 * step_s, 3)  # the job's drafting: three steps
+    ahead.gaps.extend(gaps_s)
+    ahead.timed(2 * step_s, 2)  # the last drafting call: two steps
     answer(ahead, histories, 3)
     ahead.run(histories, never_waiting)
     assert [depth for _, depth in sessions.calls] == ([steps] if steps else [])
-    assert SHARE == 0.8  # the table above assumes it
 
 
 def test_a_job_that_comes_while_drafting_ahead_is_late_and_shortens_the_next_gap():
