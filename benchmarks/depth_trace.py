@@ -18,6 +18,7 @@ draws a trace's PNG again, no run.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks import real_pair, runner, sweep
+from minedraft.config.settings import CONFIG_KEY
 
 OUTPUT_TOKENS = 64  # real_pair.py's default
 
@@ -82,8 +84,10 @@ def measure(args) -> dict:
     setup = real_pair.setup_for(args.pair, sweep.inherit_workload(args))
     started = time.perf_counter()
     spec, _ = sweep.worker_spec(setup, "real", args.mode, None if args.mode == "no_sd" else args.k, [])
+    if args.minedraft:  # more MineDraft settings, e.g. the process drafter's
+        spec["engine"]["additional_config"][CONFIG_KEY].update(args.minedraft)
     prompts = real_pair.tokenized(args.pair / "target", "code", max(args.loads))
-    params = SamplingParams(temperature=0, max_tokens=OUTPUT_TOKENS, ignore_eos=True, detokenize=False)
+    params = SamplingParams(temperature=0, max_tokens=args.output_tokens, ignore_eos=True, detokenize=False)
     phases = []
     with recorded_steps() as steps:
         llm = LLM(**spec["engine"])
@@ -93,12 +97,14 @@ def measure(args) -> dict:
                 first, t0 = len(steps), time.perf_counter()
                 llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts[:n]], params, use_tqdm=False)
                 elapsed = time.perf_counter() - t0
-                phases.append({"round": r, "requests": n, "tok_s": round(n * OUTPUT_TOKENS / elapsed, 3),
+                phases.append({"round": r, "requests": n, "tok_s": round(n * args.output_tokens / elapsed, 3),
                                "steps": steps[first:]})
                 print(phase_line(phases[-1]), flush=True)
+        llm.llm_engine.engine_core.shutdown()  # now, while logging works: a process drafter logs its job counts
     meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"], mode=args.mode,
-                       k=None if args.mode == "no_sd" else args.k, output_tokens=OUTPUT_TOKENS, loads=args.loads,
-                       rounds=args.rounds)
+                       k=None if args.mode == "no_sd" else args.k, output_tokens=args.output_tokens, loads=args.loads,
+                       rounds=args.rounds, minedraft=args.minedraft,
+                       target_cores=os.environ.get("VLLM_CPU_OMP_THREADS_BIND"))
     return {"meta": meta, "phases": phases}
 
 
@@ -125,6 +131,9 @@ def parse_args(argv=None):
     parser.add_argument("--mode", default="minedraft_auto", choices=("minedraft_auto", "stock_sd", "no_sd"))
     parser.add_argument("--k", type=int, default=3, help="the speculative config's K (stock SD's depth)")
     parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8])
+    parser.add_argument("--output-tokens", type=int, default=OUTPUT_TOKENS)
+    parser.add_argument("--minedraft", type=json.loads, default=None,
+                        help='more MineDraft settings as JSON, e.g. {"drafter": "process", "drafter_device": "cpu:1"}')
     parser.add_argument("--output", type=Path, help="the JSON (default: results/cpu/real_pair/depth_trace_<mode>."
                         "json; with --replot: the one read)")
     return parser.parse_args(argv)

@@ -16,12 +16,13 @@ How far ahead: ``off``; ``always`` (the job's depth and the guess, after every
 job: the tests' and measurements' setting); or ``auto``, as far as the
 drafter's spare time reaches: the time from a reply to the next job (the
 *gap*, measured on every job; the median of the last few) over the engine's
-time per step (measured on its last drafting call). A job that comes while
-the engine is still drafting ahead waits only where its history left the path:
-on the path, those steps make its own drafts. Where drafts and verification
-alternate (a second group, or a target that sends the next job at once) the
-gap is short and nothing is drafted ahead. Drafting ahead costs the target's
-hardware nothing: the drafter has its own.
+time per step (measured on its last drafting call). Drafting ahead runs one
+engine step per call (each a streaming update of one token, as a decode step),
+so in ``auto`` a job that comes stops it after the step in flight: a job waits
+at most one draft step for drafting it did not ask for. Where drafts and
+verification alternate (a second group, or a target that sends the next job at
+once) the gap is short and nothing is drafted ahead. Drafting ahead costs the
+target's hardware nothing: the drafter has its own.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class AheadCounts:
 @dataclass
 class DraftAhead:
     """The draft engine's work between jobs. ``draft(histories, depth)`` is the sessions' own
-    drafting (sessions.py), with a check run between its engine steps."""
+    drafting (sessions.py)."""
 
     draft: Callable[..., dict[str, list[int]]]
     mode: str
@@ -119,25 +120,28 @@ class DraftAhead:
 
     # ------------------------------------------------------------------ between jobs
     def run(self, histories: Mapping[str, Sequence[int]], waiting: Callable[[], bool]) -> None:
-        """Called right after each reply: draft the last job's requests ahead, unless a job waits."""
+        """Called right after each reply: draft the last job's requests ahead, one engine step per call, so
+        that in ``auto`` a job that comes stops it after the step in flight."""
         self._replied_at = time.perf_counter()
         last, self._last_job = self._last_job, {}
         steps = self._steps(len(last))
         if steps < 2 or waiting():  # one step drafts only the guess
             return
-        paths = {req_id: [*histories[req_id], *drafts] for req_id, drafts in last.items()
-                 if req_id in histories and len(histories[req_id]) + len(drafts) + steps <= self.max_model_len}
-
-        def watch() -> None:  # between engine steps: when the next job came (a late one is counted)
-            if self._arrived_at is None and waiting():
-                self._arrived_at = time.perf_counter()
-
-        started = time.perf_counter()
-        made = self.draft(paths, steps, between_steps=watch)
-        self.timed(time.perf_counter() - started, steps)
+        base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories
+                and len(histories[req_id]) + len(last[req_id]) + steps <= self.max_model_len}
+        made: dict[str, list[int]] = {req_id: [] for req_id in base}
+        for _ in range(steps):
+            if waiting():
+                self._arrived_at = self._arrived_at or time.perf_counter()  # a job came: it is late
+                if self.mode == "auto":
+                    break
+            started = time.perf_counter()
+            step = self.draft({r: [*histories[r], *last[r], *tokens] for r, tokens in made.items()}, 1)
+            self.timed(time.perf_counter() - started, 1)
+            made = {r: [*tokens, *step[r]] for r, tokens in made.items() if step.get(r)}
         for req_id, tokens in made.items():
-            if len(tokens) == steps:
-                self.ahead[req_id] = AheadDrafts(len(histories[req_id]), [*last[req_id], tokens[0]], tokens[1:])
+            if len(tokens) >= 2:
+                self.ahead[req_id] = AheadDrafts(base[req_id], [*last[req_id], tokens[0]], tokens[1:])
 
     def _steps(self, requests: int) -> int:
         """Engine steps to draft ahead: the guess and the drafts after it."""

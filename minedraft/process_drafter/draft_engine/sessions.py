@@ -18,7 +18,7 @@ request gets no drafts this time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from minedraft.log import get_logger
 from minedraft.process_drafter.draft_engine.session_scheduler import KEEP_KEY
@@ -48,17 +48,16 @@ class DraftSessions:
         self.computed: dict[str, list[int]] = {}
         self.aborted_by_bound = 0
 
-    def draft(self, histories: Mapping[str, Sequence[int]], depth: int | None = None,
-              between_steps: Callable[[], None] | None = None) -> dict[str, list[int]]:
+    def draft(self, histories: Mapping[str, Sequence[int]], depth: int | None = None) -> dict[str, list[int]]:
         """``depth`` (default k) draft tokens after each history; requests that missed the step bound
-        get none. ``between_steps`` runs after each engine step (drafting ahead watches for the next job)."""
+        get none."""
         depth = self.k if depth is None else depth
         req_ids = list(histories)[: self.max_sessions]  # more than the engine holds: the rest get none
         if not req_ids or depth == 0:
             return {}
         self._make_room(req_ids)
         fed = sum(self._submit(req_id, histories[req_id], depth) for req_id in req_ids)
-        drafts = self._drive(req_ids, depth + SLACK_STEPS + -(-fed // self.step_tokens), between_steps)
+        drafts = self._drive(req_ids, max_steps=depth + SLACK_STEPS + -(-fed // self.step_tokens))
         for req_id, draft in drafts.items():
             self.computed.pop(req_id, None)  # re-inserted: the dict's order is the order of last use
             if draft:  # the session computed every sampled token but the last
@@ -93,8 +92,7 @@ class DraftSessions:
         self.core.add_request(request)
         return len(tokens)
 
-    def _drive(self, req_ids: list[str], max_steps: int,
-               between_steps: Callable[[], None] | None) -> dict[str, list[int]]:
+    def _drive(self, req_ids: list[str], max_steps: int) -> dict[str, list[int]]:
         tokens: dict[str, list[int]] = {_session_id(r): [] for r in req_ids}
         pending = set(tokens)
         for _ in range(max_steps):
@@ -105,8 +103,6 @@ class DraftSessions:
                     tokens[output.request_id].extend(output.new_token_ids)
                     if output.finish_reason is not None:
                         pending.discard(output.request_id)
-            if between_steps is not None:
-                between_steps()
         if pending:
             self._abort_unfinished(pending)
         return {r: tokens[_session_id(r)] for r in req_ids if _session_id(r) not in pending}

@@ -28,11 +28,8 @@ class RuleSessions:
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], int]] = []
 
-    def draft(self, histories, depth, between_steps=None):
+    def draft(self, histories, depth):
         self.calls.append((sorted(histories), depth))
-        for _ in range(depth):
-            if between_steps is not None:
-                between_steps()
         return {r: greedy(list(h), depth) for r, h in histories.items()}
 
 
@@ -58,7 +55,7 @@ def test_a_history_on_the_path_finds_its_drafts_made():
     histories = {"a": [5, 6, 7], "b": [9]}
     drafts = answer(ahead, histories, 3)
     ahead.run(histories, never_waiting)
-    assert sessions.calls == [(["a", "b"], 4)]  # the guess and the job's depth
+    assert sessions.calls == [(["a", "b"], 1)] * 4  # the guess and the job's depth, a step per call
     # The target accepts a's drafts and samples the draft's own next token; b keeps one draft and differs.
     histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
     histories["b"] += [drafts["b"][0], next_token(drafts["b"][0]) + 1]
@@ -104,7 +101,7 @@ def test_no_history_runs_past_the_model_length():
     histories = {"short": [1], "long": [1, 2, 3]}
     answer(ahead, histories, 3)  # long: 3 + 3 drafts + 4 steps ahead > 8
     ahead.run(histories, never_waiting)
-    assert sessions.calls == [(["short"], 4)]
+    assert sessions.calls == [(["short"], 1)] * 4
 
 
 @pytest.mark.parametrize(("gaps_s", "step_s", "steps"), [
@@ -123,15 +120,29 @@ def test_auto_drafts_as_many_steps_as_fit_in_the_median_recent_gap(gaps_s, step_
     ahead.timed(2 * step_s, 2)  # the last drafting call: two steps
     answer(ahead, histories, 3)
     ahead.run(histories, never_waiting)
-    assert [depth for _, depth in sessions.calls] == ([steps] if steps else [])
+    assert len(sessions.calls) == steps
 
 
-def test_a_job_that_comes_while_drafting_ahead_is_late_and_shortens_the_next_gap():
-    ahead, _ = ahead_of("always")
+def test_a_job_that_comes_while_drafting_ahead_stops_it_after_the_step_in_flight():
+    ahead, sessions = ahead_of("auto")
     histories = {"a": [1]}
+    ahead.gaps.extend([1.0] * GAPS)
+    ahead.timed(0.1, 1)
     answer(ahead, histories, 3)
-    calls = iter([False, False, True])  # the job comes during the second engine step
+    calls = iter([False, False, False, True])  # before drafting, before steps 1 and 2, and the job came
     ahead.run(histories, lambda: next(calls, True))
+    assert len(sessions.calls) == 2  # of four
+    assert ahead.ahead["a"].drafts == greedy([1, *ahead.ahead["a"].path], 1)  # the guess and one draft
     ahead.job_arrived()
     assert ahead.take_counts()["ahead_late"] == 1
-    assert len(ahead.gaps) == 1
+
+
+def test_always_drafts_every_step_even_when_a_job_comes():
+    ahead, sessions = ahead_of("always")
+    histories = {"a": [1]}
+    answer(ahead, histories, 2)
+    calls = iter([False, True])
+    ahead.run(histories, lambda: next(calls, True))
+    assert len(sessions.calls) == 3
+    ahead.job_arrived()
+    assert ahead.take_counts()["ahead_late"] == 1

@@ -1,0 +1,167 @@
+"""The drafter on its own core with the real pair: the target on core 0, the draft engine on core 1.
+
+``dedicated.py`` measures this layout on the kit, all engines alive side by side; the real pair in
+float32 fits one engine at a time in 24 GB. This runs ``depth_trace.py`` once per setting, each in a fresh
+process with the target's OpenMP threads bound to its cores, in mirrored order (as
+``steady_interleaved.py``), on steady loads of code, greedy. Settings:
+
+* on core 0: ``no_sd@0`` (the target alone), ``stock_sd:3@0`` and ``stock_sd:1@0`` (vLLM's SD, the draft
+  model in the target's worker);
+* on cores 0 and 1, the drafter on core 1: ``process@0+1`` (MineDraft's default with the process drafter,
+  ``draft_ahead`` auto) and ``process_no_ahead@0+1`` (the same, ``draft_ahead`` off);
+* on both cores, without MineDraft: ``no_sd@0-1`` and ``stock_sd:3@0-1``.
+
+Comparisons, medians of each setting's runs per load: equal concurrency (MineDraft against the best of the
+target alone and stock SD on core 0: the paper's layout, one device more), per hardware (against the best
+of the same on both cores), and drafting ahead against the same layout without it. For the process
+settings the draft engine's counts (requests that found their drafts made ahead, jobs late) come from the
+proposer's shutdown line.
+
+    python -m benchmarks.dedicated_real                      # ~40 min on 2 cores in float32 (N = 1, 2, 4)
+    python -m benchmarks.dedicated_real --settings no_sd@0,process@0+1 --loads 1 --cycles 1
+
+Writes ``benchmarks/results/cpu/real_pair/dedicated_real.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import real_pair, runner
+from benchmarks.steady_interleaved import mirrored
+
+PROCESS = {"drafter": "process", "drafter_device": "cpu:1"}
+# setting -> (depth_trace mode, k, more MineDraft settings, the target's cores)
+SETTINGS = {
+    "no_sd@0": ("no_sd", 3, None, "0"),
+    "stock_sd:3@0": ("stock_sd", 3, None, "0"),
+    "stock_sd:1@0": ("stock_sd", 1, None, "0"),
+    "process@0+1": ("minedraft_auto", 3, PROCESS, "0"),
+    "process_no_ahead@0+1": ("minedraft_auto", 3, {**PROCESS, "draft_ahead": "off"}, "0"),
+    "no_sd@0-1": ("no_sd", 3, None, "0-1"),
+    "stock_sd:3@0-1": ("stock_sd", 3, None, "0-1"),
+}
+CORE0 = ("no_sd@0", "stock_sd:3@0", "stock_sd:1@0")
+BOTH_CORES = ("no_sd@0-1", "stock_sd:3@0-1")
+AHEAD_LINE = re.compile(r"drafted ahead: (\d+) requests found their drafts made, (\d+) left the path, "
+                        r"(\d+) jobs came while drafting ahead")
+
+
+def run_one(setting: str, args, path: Path) -> dict:
+    """One setting's loads in a fresh process; its phase rates and, for a process drafter, its ahead counts."""
+    mode, k, minedraft, cores = SETTINGS[setting]
+    command = [sys.executable, "-m", "benchmarks.depth_trace", "--mode", mode, "--k", str(k), "--rounds", "1",
+               "--loads", ",".join(map(str, args.loads)), "--pair", str(args.pair), "--output", str(path),
+               "--output-tokens", str(args.output_tokens)]
+    if minedraft:
+        command += ["--minedraft", json.dumps(minedraft)]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": cores}
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = done.stdout
+    if done.returncode:
+        raise RuntimeError(f"{setting} failed:\n{log[-3000:]}")
+    trace = json.loads(path.read_text())
+    run = {"setting": setting, "seconds": trace["meta"]["seconds"],
+           "tok_s": {str(p["requests"]): p["tok_s"] for p in trace["phases"]},
+           "depths": {str(p["requests"]): "".join(str(s["depth"]) for s in p["steps"]) for p in trace["phases"]}}
+    ahead = AHEAD_LINE.findall(log)
+    if ahead:
+        run["ahead_hits"], run["ahead_misses"], run["ahead_late"] = map(int, ahead[-1])
+    return run, trace["meta"]
+
+
+def summary(runs: list[dict], loads: list[int]) -> dict:
+    out = {}
+    for n in loads:
+        tok_s = {}
+        for run in runs:
+            tok_s.setdefault(run["setting"], []).append(run["tok_s"][str(n)])
+        medians = {s: round(statistics.median(v), 3) for s, v in tok_s.items()}
+
+        def best(group):
+            present = [s for s in group if s in medians]
+            return max(present, key=medians.get) if present else None
+
+        row = {"tok_s": medians, "best_core0": best(CORE0), "best_both_cores": best(BOTH_CORES)}
+        for setting in ("process@0+1", "process_no_ahead@0+1"):
+            if setting not in medians:
+                continue
+            for name, base in (("equal_concurrency", row["best_core0"]), ("per_hardware", row["best_both_cores"])):
+                if base:
+                    row[f"{setting}_{name}"] = round(medians[setting] / medians[base], 3)
+            if "stock_sd:3@0" in medians:
+                row[f"{setting}_over_stock_sd_k3_core0"] = round(medians[setting] / medians["stock_sd:3@0"], 3)
+        if "process@0+1" in medians and "process_no_ahead@0+1" in medians:
+            row["ahead_over_no_ahead"] = round(medians["process@0+1"] / medians["process_no_ahead@0+1"], 3)
+        out[str(n)] = row
+    return out
+
+
+def measure(args) -> dict:
+    started = time.perf_counter()
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        for i, setting in enumerate(mirrored(args.settings, args.cycles)):
+            run, trace_meta = run_one(setting, args, Path(folder) / f"{i}.json")
+            runs.append(run)
+            ahead = f", ahead {run['ahead_hits']} hits / {run['ahead_misses']} misses" if "ahead_hits" in run else ""
+            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()) + ahead, flush=True)
+    meta = runner.meta(trace_meta["device_label"], started, trace_meta["engine"], models=trace_meta["models"],
+                       settings={s: SETTINGS[s] for s in args.settings}, cycles=args.cycles,
+                       order="mirrored, one engine at a time", output_tokens=args.output_tokens, loads=args.loads)
+    return {"meta": meta, "summary": summary(runs, args.loads), "runs": runs}
+
+
+def plot(result: dict, path: Path) -> Path:
+    plt = runner.pyplot()
+    loads = result["meta"]["loads"]
+    fig, (rates, ratio) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    for setting in result["meta"]["settings"]:
+        rates.plot(loads, [result["summary"][str(n)]["tok_s"].get(setting) for n in loads], marker="o",
+                   label=setting)
+    rates.set(ylabel="tok/s (median)", xscale="log", title=f"target on core 0, drafter on core 1, {result['meta']['date']}")
+    rates.legend(fontsize=7)
+    for key, label in (("process@0+1_equal_concurrency", "MineDraft / best on core 0"),
+                       ("process@0+1_per_hardware", "MineDraft / best on both cores"),
+                       ("ahead_over_no_ahead", "drafting ahead / without")):
+        ratio.plot(loads, [result["summary"][str(n)].get(key) for n in loads], marker="o", label=label)
+    ratio.axhline(1.0, color="gray", linewidth=0.5)
+    ratio.set(xlabel="requests (N)", ylabel="ratio", xscale="log", xticks=loads, xticklabels=loads)
+    ratio.legend(fontsize=8)
+    return runner.save(fig, path)
+
+
+def parse_args(argv=None):
+    parser = runner.parser(__doc__)
+    parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
+    parser.add_argument("--settings", type=lambda s: s.split(","), default=list(SETTINGS))
+    parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4])
+    parser.add_argument("--cycles", type=int, default=2, help="passes over the settings, mirrored")
+    parser.add_argument("--output-tokens", type=int, default=32)
+    parser.add_argument("--output", type=Path, default=runner.CPU_RESULTS / "real_pair" / "dedicated_real.json",
+                        help="the JSON (with --replot: the one read)")
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.settings if s not in SETTINGS]
+    if unknown:
+        parser.error(f"unknown settings {unknown}: {', '.join(SETTINGS)}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    result = runner.run_or_replot(args, args.output, lambda: measure(args))
+    table = "\n".join(f"N={n}: " + ", ".join(f"{k} {v}" for k, v in row.items() if k != "tok_s")
+                      for n, row in result["summary"].items())
+    runner.report(plot(result, args.output.with_suffix(".png")), table)
+
+
+if __name__ == "__main__":
+    main()
