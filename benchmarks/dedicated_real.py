@@ -7,8 +7,8 @@ process with the target's OpenMP threads bound to its cores, in mirrored order (
 
 * on core 0: ``no_sd@0`` (the target alone), ``stock_sd:3@0`` and ``stock_sd:1@0`` (vLLM's SD, the draft
   model in the target's worker);
-* on cores 0 and 1, the drafter on core 1: ``process@0+1`` (MineDraft's default with the process drafter,
-  ``draft_ahead`` auto) and ``process_no_ahead@0+1`` (the same, ``draft_ahead`` off);
+* on cores 0 and 1, the drafter on core 1: ``process_no_ahead@0+1`` (MineDraft's default with the process
+  drafter, ``draft_ahead`` off) and ``process_ahead@0+1`` (the same, ``draft_ahead`` auto);
 * on both cores, without MineDraft: ``no_sd@0-1`` and ``stock_sd:3@0-1``.
 
 Comparisons, medians of each setting's runs per load: equal concurrency (MineDraft against the best of the
@@ -18,7 +18,7 @@ settings the draft engine's counts (requests that found their drafts made ahead,
 proposer's shutdown line.
 
     python -m benchmarks.dedicated_real                      # ~40 min on 2 cores in float32 (N = 1, 2, 4)
-    python -m benchmarks.dedicated_real --settings no_sd@0,process@0+1 --loads 1 --cycles 1
+    python -m benchmarks.dedicated_real --settings stock_sd:3@0,process_ahead@0+1 --loads 1 --cycles 1
 
 Writes ``benchmarks/results/cpu/real_pair/dedicated_real.json`` and ``.png``.
 """
@@ -44,8 +44,8 @@ SETTINGS = {
     "no_sd@0": ("no_sd", 3, None, "0"),
     "stock_sd:3@0": ("stock_sd", 3, None, "0"),
     "stock_sd:1@0": ("stock_sd", 1, None, "0"),
-    "process@0+1": ("minedraft_auto", 3, PROCESS, "0"),
     "process_no_ahead@0+1": ("minedraft_auto", 3, {**PROCESS, "draft_ahead": "off"}, "0"),
+    "process_ahead@0+1": ("minedraft_auto", 3, {**PROCESS, "draft_ahead": "auto"}, "0"),
     "no_sd@0-1": ("no_sd", 3, None, "0-1"),
     "stock_sd:3@0-1": ("stock_sd", 3, None, "0-1"),
 }
@@ -91,7 +91,7 @@ def summary(runs: list[dict], loads: list[int]) -> dict:
             return max(present, key=medians.get) if present else None
 
         row = {"tok_s": medians, "best_core0": best(CORE0), "best_both_cores": best(BOTH_CORES)}
-        for setting in ("process@0+1", "process_no_ahead@0+1"):
+        for setting in ("process_no_ahead@0+1", "process_ahead@0+1"):
             if setting not in medians:
                 continue
             for name, base in (("equal_concurrency", row["best_core0"]), ("per_hardware", row["best_both_cores"])):
@@ -99,8 +99,8 @@ def summary(runs: list[dict], loads: list[int]) -> dict:
                     row[f"{setting}_{name}"] = round(medians[setting] / medians[base], 3)
             if "stock_sd:3@0" in medians:
                 row[f"{setting}_over_stock_sd_k3_core0"] = round(medians[setting] / medians["stock_sd:3@0"], 3)
-        if "process@0+1" in medians and "process_no_ahead@0+1" in medians:
-            row["ahead_over_no_ahead"] = round(medians["process@0+1"] / medians["process_no_ahead@0+1"], 3)
+        if "process_ahead@0+1" in medians and "process_no_ahead@0+1" in medians:
+            row["ahead_over_no_ahead"] = round(medians["process_ahead@0+1"] / medians["process_no_ahead@0+1"], 3)
         out[str(n)] = row
     return out
 
@@ -129,8 +129,8 @@ def plot(result: dict, path: Path) -> Path:
                    label=setting)
     rates.set(ylabel="tok/s (median)", xscale="log", title=f"target on core 0, drafter on core 1, {result['meta']['date']}")
     rates.legend(fontsize=7)
-    for key, label in (("process@0+1_equal_concurrency", "MineDraft / best on core 0"),
-                       ("process@0+1_per_hardware", "MineDraft / best on both cores"),
+    for key, label in (("process_no_ahead@0+1_equal_concurrency", "MineDraft / best on core 0"),
+                       ("process_no_ahead@0+1_per_hardware", "MineDraft / best on both cores"),
                        ("ahead_over_no_ahead", "drafting ahead / without")):
         ratio.plot(loads, [result["summary"][str(n)].get(key) for n in loads], marker="o", label=label)
     ratio.axhline(1.0, color="gray", linewidth=0.5)

@@ -61,10 +61,13 @@ class MineDraftSettings:
     # How long the target waits for a process drafter's drafts before it
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
-    # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): auto drafts past the drafts
-    # it sent, as if all are accepted, as far as its spare time while the target verifies reaches; always: the
-    # job's depth and one more, after every job (tests, measurements); off: it waits for the next job.
-    draft_ahead: str = "auto"
+    # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): off (default: it waits for
+    # the next job); auto drafts past the drafts it sent, as if all are accepted, as far as its spare time while
+    # the target verifies reaches; always: the job's depth and one more, after every job (tests, measurements).
+    # Off by default: on the 2-core CPU measured, drafting ahead beside the target's verification slowed the
+    # target (both cores share the memory bus) and drew the depth policy to deeper steps that lost
+    # (benchmarks/README, "the real pair, the drafter on core 1").
+    draft_ahead: str = "off"
     # The most one in-process draft job may run; past it the worker ends with one error line and the
     # engine stops (worker/in_process/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
     # never returns is a collective out of step or a stuck drafter, and cannot be interrupted.

@@ -33,7 +33,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-AHEAD_MODES = ("auto", "always", "off")
 GAPS = 4  # the gaps a decision looks at (their median: one slow step, a prefill, does not count)
 
 

@@ -49,7 +49,7 @@ class DraftEngine:
     """Histories plus the draft model's engine and its sessions: one job at a time, and drafting
     ahead between jobs (draft_ahead.py)."""
 
-    def __init__(self, llm, k: int, ahead: str = "auto") -> None:
+    def __init__(self, llm, k: int, ahead: str = "off") -> None:
         self.llm, self.k = llm, k
         self.histories = Histories()
         self.self_check = environment.drafter_self_check()  # tests: also draft from scratch and compare
@@ -125,7 +125,7 @@ def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> 
         return dflash.handle, {"max_model_len": dflash.max_model_len, "context_layers": dflash.context_layers}
     from vllm import LLM
 
-    engine = engine_cls(LLM(**spec["engine"]), spec["k"], spec.get("draft_ahead", "auto"))
+    engine = engine_cls(LLM(**spec["engine"]), spec["k"], spec.get("draft_ahead", "off"))
     engine.warm_up()
     return engine.handle, {"max_model_len": engine.max_model_len}, engine.idle
 

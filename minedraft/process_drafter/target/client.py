@@ -37,7 +37,7 @@ class ProcessDrafterStartError(RuntimeError):
 
 class ProcessDrafterClient:
     def __init__(self, engine_kwargs: dict[str, Any], device: DrafterDevice, k: int,
-                 log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE, draft_ahead: str = "auto") -> None:
+                 log_dir: str | None = None, entry: Sequence[str] = DRAFT_ENGINE, draft_ahead: str = "off") -> None:
         device.check_available()
         self.device = device
         self.log_path = Path(log_dir or tempfile.mkdtemp(prefix="minedraft-drafter-")) / "drafter.log"
