@@ -31,12 +31,11 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import real_pair, runner
-from benchmarks.steady_interleaved import mirrored
+from benchmarks import runner
+from benchmarks.steady_interleaved import add_interleaved_arguments, finish_ratio_panel, plot_rates, run_mirrored
 
 PROCESS = {"drafter": "process", "drafter_device": "cpu:1"}
 # setting -> (depth_trace mode, k, more MineDraft settings, the target's cores)
@@ -107,13 +106,7 @@ def summary(runs: list[dict], loads: list[int]) -> dict:
 
 def measure(args) -> dict:
     started = time.perf_counter()
-    runs = []
-    with tempfile.TemporaryDirectory() as folder:
-        for i, setting in enumerate(mirrored(args.settings, args.cycles)):
-            run, trace_meta = run_one(setting, args, Path(folder) / f"{i}.json")
-            runs.append(run)
-            ahead = f", ahead {run['ahead_hits']} hits / {run['ahead_misses']} misses" if "ahead_hits" in run else ""
-            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()) + ahead, flush=True)
+    runs, trace_meta = run_mirrored(args.settings, args.cycles, lambda setting, path: run_one(setting, args, path))
     meta = runner.meta(trace_meta["device_label"], started, trace_meta["engine"], models=trace_meta["models"],
                        settings={s: SETTINGS[s] for s in args.settings}, cycles=args.cycles,
                        order="mirrored, one engine at a time", output_tokens=args.output_tokens, loads=args.loads)
@@ -124,30 +117,19 @@ def plot(result: dict, path: Path) -> Path:
     plt = runner.pyplot()
     loads = result["meta"]["loads"]
     fig, (rates, ratio) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    for setting in result["meta"]["settings"]:
-        rates.plot(loads, [result["summary"][str(n)]["tok_s"].get(setting) for n in loads], marker="o",
-                   label=setting)
-    rates.set(ylabel="tok/s (median)", xscale="log", title=f"target on core 0, drafter on core 1, {result['meta']['date']}")
-    rates.legend(fontsize=7)
+    plot_rates(rates, result, "target on core 0, drafter on core 1")
     for key, label in (("process_no_ahead@0+1_equal_concurrency", "MineDraft / best on core 0"),
                        ("process_no_ahead@0+1_per_hardware", "MineDraft / best on both cores"),
                        ("ahead_over_no_ahead", "drafting ahead / without")):
         ratio.plot(loads, [result["summary"][str(n)].get(key) for n in loads], marker="o", label=label)
-    ratio.axhline(1.0, color="gray", linewidth=0.5)
-    ratio.set(xlabel="requests (N)", ylabel="ratio", xscale="log", xticks=loads, xticklabels=loads)
-    ratio.legend(fontsize=8)
+    finish_ratio_panel(ratio, loads)
     return runner.save(fig, path)
 
 
 def parse_args(argv=None):
     parser = runner.parser(__doc__)
-    parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
-    parser.add_argument("--settings", type=lambda s: s.split(","), default=list(SETTINGS))
-    parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4])
-    parser.add_argument("--cycles", type=int, default=2, help="passes over the settings, mirrored")
+    add_interleaved_arguments(parser, SETTINGS, [1, 2, 4], runner.CPU_RESULTS / "real_pair" / "dedicated_real.json")
     parser.add_argument("--output-tokens", type=int, default=32)
-    parser.add_argument("--output", type=Path, default=runner.CPU_RESULTS / "real_pair" / "dedicated_real.json",
-                        help="the JSON (with --replot: the one read)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.settings if s not in SETTINGS]
     if unknown:

@@ -77,14 +77,22 @@ def run_one(setting: str, args, path: Path) -> tuple[dict, dict]:
     return run, trace["meta"]
 
 
-def measure(args) -> dict:
-    started = time.perf_counter()
+def run_mirrored(settings: list[str], cycles: int, run_one) -> tuple[list[dict], dict]:
+    """``run_one(setting, path)`` per setting in mirrored order, each writing its trace to a file of its own;
+    the runs (a line printed per run) and the last trace's meta."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
-        for i, setting in enumerate(mirrored(args.settings, args.cycles)):
-            run, meta_of_trace = run_one(setting, args, Path(folder) / f"{i}.json")
+        for i, setting in enumerate(mirrored(settings, cycles)):
+            run, meta_of_trace = run_one(setting, Path(folder) / f"{i}.json")
             runs.append(run)
-            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()), flush=True)
+            extra = f", ahead {run['ahead_hits']} hits / {run['ahead_misses']} misses" if "ahead_hits" in run else ""
+            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()) + extra, flush=True)
+    return runs, meta_of_trace
+
+
+def measure(args) -> dict:
+    started = time.perf_counter()
+    runs, meta_of_trace = run_mirrored(args.settings, args.cycles, lambda setting, path: run_one(setting, args, path))
     meta = runner.meta(meta_of_trace["device_label"], started, meta_of_trace["engine"],
                        models=meta_of_trace["models"], settings=args.settings, cycles=args.cycles,
                        order="mirrored, one engine at a time", output_tokens=meta_of_trace["output_tokens"],
@@ -92,32 +100,47 @@ def measure(args) -> dict:
     return {"meta": meta, "summary": summary(runs, args.loads), "runs": runs}
 
 
+def plot_rates(ax, result: dict, title: str) -> None:
+    """Each setting's median tok/s per load."""
+    loads = result["meta"]["loads"]
+    for setting in result["meta"]["settings"]:
+        ax.plot(loads, [result["summary"][str(n)]["tok_s"].get(setting) for n in loads], marker="o", label=setting)
+    ax.set(ylabel="tok/s (median)", xscale="log", title=f"{title}, {result['meta']['date']}")
+    ax.legend(fontsize=7)
+
+
 def plot(result: dict, path: Path) -> Path:
     plt = runner.pyplot()
     loads = result["meta"]["loads"]
     fig, (rates, ratio) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    for setting in result["meta"]["settings"]:
-        rates.plot(loads, [result["summary"][str(n)]["tok_s"].get(setting) for n in loads], marker="o",
-                   label=setting)
-    rates.set(ylabel="tok/s (median)", xscale="log", title=f"steady loads, {result['meta']['date']}")
-    rates.legend(fontsize=8)
+    plot_rates(rates, result, "steady loads")
     ratio.plot(loads, [result["summary"][str(n)]["default_over_best_static"] for n in loads], marker="o",
                color="black", label="default / best static")
     ratio.axhline(BAR, color="red", linestyle="--", linewidth=1, label=f"bar {BAR}")
-    ratio.axhline(1.0, color="gray", linewidth=0.5)
-    ratio.set(xlabel="requests (N)", ylabel="ratio", xscale="log", xticks=loads, xticklabels=loads)
-    ratio.legend(fontsize=8)
+    finish_ratio_panel(ratio, loads)
     return runner.save(fig, path)
+
+
+def finish_ratio_panel(ax, loads: list[int]) -> None:
+    ax.axhline(1.0, color="gray", linewidth=0.5)
+    ax.set(xlabel="requests (N)", ylabel="ratio", xscale="log", xticks=loads, xticklabels=loads)
+    ax.legend(fontsize=8)
+
+
+def add_interleaved_arguments(parser, settings, loads: str, output: Path) -> None:
+    """The arguments of a run of settings one engine at a time, mirrored (this module's and dedicated_real's)."""
+    parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
+    parser.add_argument("--settings", type=lambda s: s.split(","), default=list(settings))
+    parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=loads,
+                        help="comma-separated numbers of requests")
+    parser.add_argument("--cycles", type=int, default=2, help="passes over the settings, mirrored")
+    parser.add_argument("--output", type=Path, default=output, help="the JSON (with --replot: the one read)")
 
 
 def parse_args(argv=None):
     parser = runner.parser(__doc__)
-    parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
-    parser.add_argument("--settings", type=lambda s: s.split(","), default=list(SETTINGS))
-    parser.add_argument("--loads", type=lambda s: [int(n) for n in s.split(",")], default=[1, 2, 4, 8, 16, 32])
-    parser.add_argument("--cycles", type=int, default=2, help="passes over the settings, mirrored")
-    parser.add_argument("--output", type=Path, default=runner.CPU_RESULTS / "real_pair" / "steady_interleaved.json",
-                        help="the JSON (with --replot: the one read)")
+    add_interleaved_arguments(parser, SETTINGS, [1, 2, 4, 8, 16, 32],
+                              runner.CPU_RESULTS / "real_pair" / "steady_interleaved.json")
     args = parser.parse_args(argv)
     for setting in args.settings:
         parse_setting(setting)  # one clear line before any model loads
