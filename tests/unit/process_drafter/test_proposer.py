@@ -8,7 +8,7 @@ import pytest
 from process_drafter_fakes import FakeClient, batch, fake_proposer
 
 from minedraft.contract import MineDraftDraftTokenIds
-from minedraft.process_drafter.target.proposer import ProcessDrafterJob
+from minedraft.process_drafter.target.proposer import JobStats, ProcessDrafterJob
 
 
 def test_proposer_jobs_draft_decodes_only_and_send_only_new_tokens():
@@ -177,3 +177,14 @@ def test_rows_are_not_overwritten_before_the_drafter_read_the_job_that_carried_t
         assert len(client.sent) == 1
     finally:
         proposer.shutdown()
+
+
+def test_the_shutdown_line_sums_what_the_draft_engine_drafted_ahead():
+    stats = JobStats()
+    stats.observe({"draft_s": 0.1}, None)  # a DFlash engine's reply: no drafting ahead
+    assert "drafted ahead" not in stats.summary()
+    for hits, misses, late in ((2, 1, 0), (3, 0, 1)):
+        stats.observe({"draft_s": 0.1, "ahead_hits": hits, "ahead_misses": misses, "ahead_late": late}, None)
+    stats.observe(None, None)  # late: no reply
+    assert stats.summary().endswith("drafted ahead: 5 requests found their drafts made, 1 left the path, "
+                                    "1 jobs came while drafting ahead")
