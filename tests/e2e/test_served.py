@@ -147,13 +147,15 @@ def limited_answers(server: Server) -> dict:
     return {"completions": completions, "bad_limit": bad}
 
 
-def assert_limited_answers(got: dict, want: dict, metrics: dict) -> None:
-    """Requests that limit their drafts answer as the target alone did; drafts were cut (on any rank); a
-    bad limit is one HTTP 400 naming the key."""
+def assert_limited_answers(got: dict, want: dict, metrics: dict, cut: bool = True) -> None:
+    """Requests that limit their drafts answer as the target alone did; drafts were cut (on any rank) where
+    ``cut`` (a step at the chosen depth may draft no more than the limits allow: nothing to cut); a bad limit
+    is one HTTP 400 naming the key."""
     assert [i for i, (g, w) in enumerate(zip(got["completions"], want["completions"], strict=True)) if g != w] == []
     assert got["bad_limit"]["status"] == 400, got["bad_limit"]
     assert "num_speculative_tokens" in got["bad_limit"]["body"], got["bad_limit"]
-    assert metrics.get("minedraft:drafts_cut_total", 0) > 0, metrics
+    if cut:
+        assert metrics.get("minedraft:drafts_cut_total", 0) > 0, metrics
 
 
 def assert_same_answers(got: dict, want: dict) -> None:
@@ -489,7 +491,9 @@ def test_data_parallel_ranks_serve_exactly_each_with_both_draft_sources(target_a
     (test_exactness.py ``TIMING_DRIVEN_RUNS``): the headless layout below asserts overlap on both ranks."""
     assert_same_answers(data_parallel_run, target_answers)
     assert_mix_exact_on_both_ranks(data_parallel_run)
-    assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"])
+    # The depth is chosen (HYBRID): whether it ever exceeds a request's limit depends on timing; CI read no cut
+    # on 2026-12-04. test_requests_that_limit_their_drafts_are_served_exactly asserts the cut at a fixed depth.
+    assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"], cut=False)
     m = data_parallel_run["metrics"]
     for engine in (0, 1):
         assert m.get(f"minedraft:lookup_accepted_total{{engine={engine}}}", 0) > 0, m
