@@ -28,14 +28,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from benchmarks import runner
-from benchmarks.steady_interleaved import add_interleaved_arguments, finish_ratio_panel, plot_rates, run_mirrored
+from benchmarks.steady_interleaved import (add_interleaved_arguments, finish_ratio_panel, medians_at, plot_rates,
+                                           run_mirrored)
 
 PROCESS = {"drafter": "process", "drafter_device": "cpu:1"}
 # setting -> (depth_trace mode, k, more MineDraft settings, the target's cores)
@@ -77,13 +77,14 @@ def run_one(setting: str, args, path: Path) -> dict:
     return run, trace["meta"]
 
 
+def ahead_counts(run: dict) -> str:
+    return f", ahead {run['ahead_hits']} hits / {run['ahead_misses']} misses" if "ahead_hits" in run else ""
+
+
 def summary(runs: list[dict], loads: list[int]) -> dict:
     out = {}
     for n in loads:
-        tok_s = {}
-        for run in runs:
-            tok_s.setdefault(run["setting"], []).append(run["tok_s"][str(n)])
-        medians = {s: round(statistics.median(v), 3) for s, v in tok_s.items()}
+        medians = medians_at(runs, n)
 
         def best(group):
             present = [s for s in group if s in medians]
@@ -106,7 +107,8 @@ def summary(runs: list[dict], loads: list[int]) -> dict:
 
 def measure(args) -> dict:
     started = time.perf_counter()
-    runs, trace_meta = run_mirrored(args.settings, args.cycles, lambda setting, path: run_one(setting, args, path))
+    runs, trace_meta = run_mirrored(args.settings, args.cycles, lambda setting, path: run_one(setting, args, path),
+                                    describe=ahead_counts)
     meta = runner.meta(trace_meta["device_label"], started, trace_meta["engine"], models=trace_meta["models"],
                        settings={s: SETTINGS[s] for s in args.settings}, cycles=args.cycles,
                        order="mirrored, one engine at a time", output_tokens=args.output_tokens, loads=args.loads)

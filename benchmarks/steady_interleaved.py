@@ -45,14 +45,19 @@ def mirrored(settings: list[str], cycles: int) -> list[str]:
     return [s for c in range(cycles) for s in (settings if c % 2 == 0 else settings[::-1])]
 
 
+def medians_at(runs: list[dict], n: int) -> dict[str, float]:
+    """Each setting's median tok/s over its runs at load ``n``."""
+    rates: dict[str, list[float]] = {}
+    for run in runs:
+        rates.setdefault(run["setting"], []).append(run["tok_s"][str(n)])
+    return {s: round(statistics.median(v), 3) for s, v in rates.items()}
+
+
 def summary(runs: list[dict], loads: list[int]) -> dict:
     """Per load: each setting's median tok/s over its runs, the best static setting, and the default over it."""
     out = {}
     for n in loads:
-        medians = {}
-        for run in runs:
-            medians.setdefault(run["setting"], []).append(run["tok_s"][str(n)])
-        medians = {s: round(statistics.median(v), 3) for s, v in medians.items()}
+        medians = medians_at(runs, n)
         static = {s: v for s, v in medians.items() if s != DEFAULT}
         best = max(static, key=static.get) if static else None
         ratio = medians[DEFAULT] / static[best] if best and DEFAULT in medians and static[best] > 0 else None
@@ -77,16 +82,16 @@ def run_one(setting: str, args, path: Path) -> tuple[dict, dict]:
     return run, trace["meta"]
 
 
-def run_mirrored(settings: list[str], cycles: int, run_one) -> tuple[list[dict], dict]:
+def run_mirrored(settings: list[str], cycles: int, run_one, describe=lambda run: "") -> tuple[list[dict], dict]:
     """``run_one(setting, path)`` per setting in mirrored order, each writing its trace to a file of its own;
-    the runs (a line printed per run) and the last trace's meta."""
+    the runs (a line printed per run: its rates, then ``describe(run)``) and the last trace's meta."""
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for i, setting in enumerate(mirrored(settings, cycles)):
             run, meta_of_trace = run_one(setting, Path(folder) / f"{i}.json")
             runs.append(run)
-            extra = f", ahead {run['ahead_hits']} hits / {run['ahead_misses']} misses" if "ahead_hits" in run else ""
-            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()) + extra, flush=True)
+            print(f"{setting}: " + ", ".join(f"N={n} {v:.2f}" for n, v in run["tok_s"].items()) + describe(run),
+                  flush=True)
     return runs, meta_of_trace
 
 
@@ -127,7 +132,7 @@ def finish_ratio_panel(ax, loads: list[int]) -> None:
     ax.legend(fontsize=8)
 
 
-def add_interleaved_arguments(parser, settings, loads: str, output: Path) -> None:
+def add_interleaved_arguments(parser, settings, loads: list[int], output: Path) -> None:
     """The arguments of a run of settings one engine at a time, mirrored (this module's and dedicated_real's)."""
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--settings", type=lambda s: s.split(","), default=list(settings))
