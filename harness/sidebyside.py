@@ -49,18 +49,38 @@ def mixed_workload_kwargs(mode: str, target: str, draft: str, k: int, minedraft:
     return engine_kwargs(mode, target, speculation, minedraft=minedraft, **engine)
 
 
+def uniform_workload(seed: int, num_requests: int, prompt_tokens: int, max_tokens: int, tokenizer_dir: str):
+    """``num_requests`` prompts of ``prompt_tokens`` tokens (windows of text the kit's tokenizer did not train
+    on), each generating ``max_tokens``: a decode-heavy load run at a concurrency of ``num_requests``."""
+    from modelkit.prompts import token_windows
+
+    return [{"prompt_token_ids": p, "max_tokens": max_tokens}
+            for p in token_windows(num_requests, prompt_tokens, seed, tokenizer_dir)]
+
+
 def make_handler(spec: dict):
     from vllm import LLM, SamplingParams
 
     worker = {"worker_cls": spec["worker_cls"]} if spec.get("worker_cls") else {}
-    llm = LLM(**mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
-                                      spec.get("method", "draft_model"), spec.get("speculation_extra"),
-                                      spec.get("tensor_parallel_size", 1), spec.get("engine_extra")), **worker)
-    reqs = workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)
-    params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
+    loads = spec.get("loads")  # name -> {"num_requests", "prompt_tokens", "max_tokens"}; None: the mix
+    if loads is None:
+        kwargs = mixed_workload_kwargs(spec["mode"], spec["target"], spec["draft"], spec["k"], spec.get("minedraft"),
+                                       spec.get("method", "draft_model"), spec.get("speculation_extra"),
+                                       spec.get("tensor_parallel_size", 1), spec.get("engine_extra"))
+    else:  # vLLM's defaults for the token budget and the KV cache
+        kwargs = engine_kwargs(spec["mode"], spec["target"], Speculation(spec["draft"], spec["k"]),
+                               minedraft=spec.get("minedraft"), max_model_len=1024, **(spec.get("engine_extra") or {}))
+    llm = LLM(**kwargs, **worker)
+    if loads is None:
+        workloads = {"mix": workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)}
+    else:
+        workloads = {name: uniform_workload(spec["seed"], tokenizer_dir=spec["target"], **load)
+                     for name, load in loads.items()}
 
     def run(command: dict) -> dict:
         # Pass 1 is cold (the engine's first requests), later passes warm (same requests again).
+        reqs = workloads[command.get("load", next(iter(workloads)))]
+        params = [SamplingParams(temperature=0, max_tokens=r["max_tokens"], ignore_eos=True) for r in reqs]
         passes = []
         for _ in range(command.get("passes", 1)):
             start = time.perf_counter()
