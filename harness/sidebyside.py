@@ -68,8 +68,10 @@ def make_handler(spec: dict):
                                        spec.get("method", "draft_model"), spec.get("speculation_extra"),
                                        spec.get("tensor_parallel_size", 1), spec.get("engine_extra"))
     else:  # vLLM's defaults for the token budget and the KV cache
-        kwargs = engine_kwargs(spec["mode"], spec["target"], Speculation(spec["draft"], spec["k"]),
-                               minedraft=spec.get("minedraft"), max_model_len=1024, **(spec.get("engine_extra") or {}))
+        speculation = Speculation(spec["draft"], spec["k"], spec.get("method", "draft_model"),
+                                  extra=spec.get("speculation_extra") or {})
+        kwargs = engine_kwargs(spec["mode"], spec["target"], speculation, minedraft=spec.get("minedraft"),
+                               max_model_len=1024, **(spec.get("engine_extra") or {}))
     llm = LLM(**kwargs, **worker)
     if loads is None:
         workloads = {"mix": workload(spec["seed"], spec["num_requests"], llm.get_tokenizer().vocab_size)}
