@@ -40,16 +40,15 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks import runner, sweep  # the sweep's workers, setup and workload
-from harness.engine_args import engine_kwargs
+from harness.engine_args import PROCESS_DRAFTER_ON_CORE_1, engine_kwargs
 
-PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 # mode -> (benchmark mode of the engine, MineDraft settings, target's cores)
 MODES = {
     "stock_sd_core0": ("stock_sd", None, "0"),
     "stock_sd_2cores": ("stock_sd", None, "0-1"),
-    "minedraft_process": ("minedraft_parallel", PROCESS_DRAFTER, "0"),
-    "minedraft_process_auto": ("minedraft_auto", PROCESS_DRAFTER, "0"),
-    "minedraft_process_serial": ("minedraft_parallel", {**PROCESS_DRAFTER, "mode": "stock"}, "0"),
+    "minedraft_process": ("minedraft_parallel", PROCESS_DRAFTER_ON_CORE_1, "0"),
+    "minedraft_process_auto": ("minedraft_auto", PROCESS_DRAFTER_ON_CORE_1, "0"),
+    "minedraft_process_serial": ("minedraft_parallel", {**PROCESS_DRAFTER_ON_CORE_1, "mode": "stock"}, "0"),
 }
 BASELINES = ("stock_sd_core0", "stock_sd_2cores")
 PAPER_MODE = "minedraft_process"

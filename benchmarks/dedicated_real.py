@@ -36,15 +36,15 @@ from pathlib import Path
 from benchmarks import runner
 from benchmarks.steady_interleaved import (add_interleaved_arguments, finish_ratio_panel, medians_at, plot_rates,
                                            run_mirrored)
+from harness.engine_args import PROCESS_DRAFTER_ON_CORE_1
 
-PROCESS = {"drafter": "process", "drafter_device": "cpu:1"}
 # setting -> (depth_trace mode, k, more MineDraft settings, the target's cores)
 SETTINGS = {
     "no_sd@0": ("no_sd", 3, None, "0"),
     "stock_sd:3@0": ("stock_sd", 3, None, "0"),
     "stock_sd:1@0": ("stock_sd", 1, None, "0"),
-    "process_no_ahead@0+1": ("minedraft_auto", 3, {**PROCESS, "draft_ahead": "off"}, "0"),
-    "process_ahead@0+1": ("minedraft_auto", 3, {**PROCESS, "draft_ahead": "auto"}, "0"),
+    "process_no_ahead@0+1": ("minedraft_auto", 3, {**PROCESS_DRAFTER_ON_CORE_1, "draft_ahead": "off"}, "0"),
+    "process_ahead@0+1": ("minedraft_auto", 3, {**PROCESS_DRAFTER_ON_CORE_1, "draft_ahead": "auto"}, "0"),
     "no_sd@0-1": ("no_sd", 3, None, "0-1"),
     "stock_sd:3@0-1": ("stock_sd", 3, None, "0-1"),
 }

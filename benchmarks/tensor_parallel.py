@@ -31,16 +31,16 @@ from pathlib import Path
 from benchmarks import runner
 from benchmarks.serving import rotated  # the serving benchmark's rotating engine order
 from harness.child import Child
+from harness.engine_args import PROCESS_DRAFTER_ON_CORE_1
 from harness.sidebyside import CHILD, mode_spec
 
 TP = 2
 ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
-PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 ENGINES = {  # name -> (harness mode, MineDraft settings)
     "no_sd": ("no_sd", None),
     "stock_sd": ("stock_sd", None),
     "minedraft_auto": ("minedraft_auto", None),
-    "minedraft_auto_process": ("minedraft_auto", PROCESS_DRAFTER),
+    "minedraft_auto_process": ("minedraft_auto", PROCESS_DRAFTER_ON_CORE_1),
 }
 OUT = runner.CPU_RESULTS / "tensor_parallel.json"
 

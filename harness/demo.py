@@ -36,6 +36,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from harness.child import Child
+from harness.engine_args import PROCESS_DRAFTER_ON_CORE_1
 from harness.sidebyside import IN_PROCESS_CORE, steps_by_depth
 from modelkit import build_kit
 
@@ -44,7 +45,6 @@ K = 3
 PROMPT_TOKENS = 64
 LOADS = {"N=1": {"num_requests": 1, "prompt_tokens": PROMPT_TOKENS, "max_tokens": 128},
          "N=32": {"num_requests": 32, "prompt_tokens": PROMPT_TOKENS, "max_tokens": 64}}
-PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1"}
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ OWN_CORE = {
                           cores="0", baseline="stock_sd_core0"),
     "minedraft_own_core": Row("minedraft_auto", "MineDraft's default, the target on core 0, the drafter its own "
                                                 "engine on core 1: one group verified while the other is drafted",
-                              cores="0", minedraft=PROCESS_DRAFTER, baseline="stock_sd_core0"),
+                              cores="0", minedraft=PROCESS_DRAFTER_ON_CORE_1, baseline="stock_sd_core0"),
 }
 
 

@@ -15,6 +15,9 @@ from typing import Any
 from harness.modes import BENCH_MODES, MINEDRAFT_MODE_OF
 from minedraft.config.settings import CONFIG_KEY
 
+# MineDraft's settings for the drafter as its own engine on core 1 (the target on core 0 by its own binding): the
+# layout of the demo's own-core row and of the dedicated-drafter benchmarks on a 2-core machine.
+PROCESS_DRAFTER_ON_CORE_1 = {"drafter": "process", "drafter_device": "cpu:1"}
 # What every engine of the kit's float32 models on CPU runs with unless told otherwise.
 CPU_DEFAULTS = dict(dtype="float32", enforce_eager=True, seed=0, block_size=32, disable_log_stats=False)
 
