@@ -339,8 +339,9 @@ EAGLE_VICUNA_33B = dataclasses.replace(
 # torch alone, bf16 decoder stacks of the Llama-3.1-8B / Llama-3.2-1B and Qwen3-32B / Qwen3-1.7B shapes, context
 # 512, k = 1, 3, 5, B = 1 to 128, medians of 30): analysis/calibration.py's fit_gpu_overlap fits these on that
 # file, and tests/unit/analysis/test_calibration.py checks they agree with it. The profiles model H100s, so the
-# H100 run is their calibration; the earlier H200 run (benchmarks/results/nvidia-h200/) fits 0.66 / 0.49 /
-# 0.15 / 1.02 / 0.59.
+# H100 run is their calibration. The H200's full grid (benchmarks/results/nvidia-h200/gpu_overlap.json and
+# _repeat.json, 2026-12-04) fits 0.66 / 0.49 / 0.16 / 0.79-0.98 / 0.68-0.69: the same shape, its larger
+# datasheet bandwidth reached in a smaller share, its graph lanes interfering less.
 # Share of the datasheet HBM bandwidth a forward reaches streaming its weights (graph replay, one request):
 BANDWIDTH_EFFICIENCY = 0.72  # the target (Llama-3.1-8B shape)
 DRAFT_BANDWIDTH_EFFICIENCY = 0.57  # the drafter (Llama-3.2-1B shape): smaller GEMMs reach less
