@@ -74,7 +74,9 @@ class Acceptance:
     _finished: tuple[float, float] = (0.0, 0.0)  # finished requests' position-1 weights, and rates times them
     _finished_rates: deque = field(init=False)  # the last of them as (weight, rate), oldest first
     _upper: tuple[float, float] | None = None
-    _cache: dict = field(default_factory=dict)  # per_position() and expected_tokens(), until a measurement
+    version: int = 0  # counts the changes to what it predicts (depth.py holds a depth 0 until one)
+    # per_position(), expected_tokens() and request_prior(), until a measurement (or a request's release)
+    _cache: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.batch = _Counts.empty(self.max_depth)
@@ -86,6 +88,8 @@ class Acceptance:
     def observe(self, verified: Iterable[VerifiedDrafts], now: float) -> None:
         """One step's verified requests; ``now``: the policy's clock."""
         verified = list(verified)
+        if any(v.drafts for v in verified):
+            self.version += 1
         self._observe_batch(verified, now)
         keep = math.exp(-1.0 / self.tuning.request_memory)
         for v in verified:
@@ -130,6 +134,7 @@ class Acceptance:
         counts = self._requests.get(req_id)
         if counts is not None:
             counts.cut_steps += 1
+            self.version += 1
 
     def release(self, req_ids: Iterable[str]) -> None:
         """Finished requests, in the order they were first met: each one's acceptance at position 1 joins the
@@ -147,6 +152,8 @@ class Acceptance:
                               keep * weighted + hits / (trials + prior_trials))
             self._finished_rates.append((trials / (trials + prior_trials), hits / trials))
             self._upper = _above_mean(self._finished_rates, keep)
+            self._cache.pop("request_prior", None)
+            self.version += 1
 
     # ----------------------------------------------------------- the batch's
     @property
@@ -200,14 +207,17 @@ class Acceptance:
         """New requests' first measurement: at ``first`` (measured first), or at their prior (None)."""
         for rid in req_ids:
             self._requests.setdefault(rid, _Counts.empty(self.max_depth, first=first))
+        self.version += 1
 
     def request_prior(self) -> list[float | None]:
         """By position, what a request's own counts stand in front of (see the module)."""
-        out = list(self.per_position())
-        weight, weighted = self._finished
-        if out and weight > 0:
-            out[0] = weighted / weight if out[0] is None else (weighted + out[0]) / (weight + 1)
-        return out
+        cached = self._cache.get("request_prior")
+        if cached is None:
+            cached = self._cache["request_prior"] = list(self.per_position())
+            weight, weighted = self._finished
+            if cached and weight > 0:
+                cached[0] = weighted / weight if cached[0] is None else (weighted + cached[0]) / (weight + 1)
+        return list(cached)
 
     def survivals(self, req_id: str, drafts: int, first: float | None = None) -> list[float]:
         """The chance each of the request's first ``drafts`` drafts is accepted (its run up to it); ``first``:

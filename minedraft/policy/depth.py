@@ -31,6 +31,9 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
 * A closed batch: where no request waits, the batch ends with its last request, so each depth is scored by
   when the request with the most steps left would finish, not by the batch's tokens per second.
 
+A depth 0 chosen stands without being weighed again until the step costs refit, the acceptance or the
+requests change, or a re-check may be due (``holds_zero``): at depth 0 nothing else moves the choice.
+
 Outputs never depend on the depth (verification is exact); only speed does. No clock: the policy feeds it
 step durations, and its time is their sum.
 """
@@ -73,6 +76,8 @@ class DepthChoice:
     _recheck_before: float = 0.0  # _recheck_from before it began
     _recheck_depth: int = 0
     _drafted_at: dict[int, float] = field(default_factory=dict)  # batch bucket -> when a decode step last drafted
+    _weighed_on: tuple[int, int, int] | None = None  # the requests, costs and acceptance the depth was chosen on
+    _recheck_due: float = -math.inf  # when a re-check from depth 0 may next be due (see holds_zero)
     _depths: tuple[int, ...] = field(init=False)  # the depths the weight bound leaves
 
     def __post_init__(self) -> None:
@@ -93,6 +98,24 @@ class DepthChoice:
         self.rechecking = False
         if num_reqs <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth
+        self._recheck_due = -math.inf
+        chosen = self._depth(num_reqs, tokens_left, catch_up, survivals, closing)
+        self._weighed_on = (num_reqs, self.costs.version, self.acceptance.version)
+        return chosen
+
+    def holds_zero(self, num_reqs: int) -> bool:
+        """Whether depth 0, chosen last, stands for a step of ``num_reqs`` requests without being weighed
+        again: the step costs and the acceptance are those it was chosen on, the depth was not a re-check's,
+        and no re-check is due yet. At depth 0 acceptance is not measured, and what else moves (each
+        request's steps left shrink, the tokens its drafter skipped grow) weighs only against drafting; so
+        where the requests are those it was chosen for too (the caller knows), weighing again would choose 0
+        (at 32 requests a choice took about 0.4 ms, 4 % of a kit model's step)."""
+        return (self._choice == 0 and not self.rechecking and self._recheck_left <= 0
+                and self.seconds < self._recheck_due
+                and self._weighed_on == (num_reqs, self.costs.version, self.acceptance.version))
+
+    def _depth(self, num_reqs: int, tokens_left: float, catch_up: int,
+               survivals: Sequence[Sequence[float]] | None, closing: Sequence[float] | None) -> int:
         if self._recheck_left > 0 and batch_bucket(num_reqs) == self._recheck_bucket:
             self._recheck_left -= num_reqs  # a re-check under way, counted in drafts, not steps
             self.rechecking = True
@@ -203,19 +226,20 @@ class DepthChoice:
         last = self.acceptance.last_seen if base == 0 else self.acceptance.batch.seen[base]
         since = self.seconds - max(-math.inf if last is None else last, self._recheck_from)
         if since < t.stale_s:
-            return 0  # no re-check waits less: every step at a depth > 0 asks
+            return self._not_due(base, t.stale_s - since)  # no re-check waits less: every step at a depth > 0 asks
         stale_costs = self._stale_drafting(num_reqs)
         ceiling = self.goodput(num_reqs, tokens_left, 0, ceiling_past=base, at_weights=bool(stale_costs))
         deeper = next((d for d in self._depths if d > base and ceiling[d] > rates[base] * (1 + t.margin)), None)
         if deeper is None:
-            return 0  # no acceptance could make drafting (deeper) pay here
+            # No acceptance could make drafting (deeper) pay here; priced afresh once its costs go stale, it might.
+            return self._not_due(base, math.inf if stale_costs else self._fresh_for(num_reqs))
         if base == 0:  # at depth 1, one request's re-check ran 8 of its 22 steps where depth 3 paid (real pair)
             deeper = max(deeper, self.best_depth(rates))
         steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
         seconds = self.costs.seconds(num_reqs, deeper)
         cost = steps * (seconds[deeper] - seconds[base]) + self.costs.catch_up_seconds(num_reqs, catch_up)
         if since < max(t.stale_s, cost / t.margin):
-            return 0
+            return self._not_due(base, max(t.stale_s, cost / t.margin) - since)
         for bucket in stale_costs:  # measured again by the re-check
             self.costs.forget_drafting(bucket)
             self._drafted_at.pop(bucket, None)
@@ -226,15 +250,29 @@ class DepthChoice:
         self.rechecking = True
         return deeper
 
+    def _not_due(self, base: int, wait: float) -> int:
+        """No re-check now (0); from depth 0, one may be due after ``wait`` more seconds of steps."""
+        if base == 0:
+            self._recheck_due = self.seconds + wait
+        return 0
+
     def _stale_drafting(self, num_reqs: int) -> list[int]:
         """The batch buckets at or next to this load's whose steps that drafted are ``cost_stale_s`` old, all
         of them: what the step-cost model says drafting costs here may no longer be this machine's. Empty
         where a step drafted there lately, or none ever did."""
-        level = batch_bucket(max(num_reqs, 1)).bit_length()
-        near = {bucket: at for bucket, at in self._drafted_at.items() if abs(bucket.bit_length() - level) <= 1}
+        near = self._drafted_near(num_reqs)
         if any(self.seconds - at <= self.tuning.cost_stale_s for at in near.values()):
             return []
         return list(near)
+
+    def _fresh_for(self, num_reqs: int) -> float:
+        """The seconds of steps before what drafting costs near this load goes stale (inf: nothing drafted)."""
+        near = self._drafted_near(num_reqs)
+        return max(near.values()) + self.tuning.cost_stale_s - self.seconds if near else math.inf
+
+    def _drafted_near(self, num_reqs: int) -> dict[int, float]:
+        level = batch_bucket(max(num_reqs, 1)).bit_length()
+        return {bucket: at for bucket, at in self._drafted_at.items() if abs(bucket.bit_length() - level) <= 1}
 
     # ----------------------------------------------------------- measurement
     def observe_step(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,

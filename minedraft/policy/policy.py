@@ -63,6 +63,10 @@ class SpeculationPolicy:
         self._last_mix = (0, 0)  # the last step's prompt and decode tokens
         self.lookup_calibration = LookupCalibration()
         self._lookup_estimated: dict[str, float] = {}  # the last plan's lookup drafts: accepted tokens estimated
+        self._survivals: dict[str, list[float]] = {}  # this plan's, per request, at every position up to K
+        self._requests_moved = True  # a request joined or left since the depth was last weighed
+        self._rechecked_last = False  # the last plan was a re-check's: the drafts held now are its drafts
+        self._weighed_for: tuple[int, bool] | None = None  # the decoding requests and closed it was weighed for
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -112,13 +116,16 @@ class SpeculationPolicy:
     # ----------------------------------------------------------- requests
     def add_request(self, req_id: str, limit: int | None) -> None:
         self.limits.add(req_id, limit)
+        self._requests_moved = True
 
     def finish(self, req_id: str) -> None:
         """A request finished (or was aborted): released before the next plan."""
         self._finished.append(req_id)
+        self._requests_moved = True
 
     # ----------------------------------------------------------- plans
     def plan(self, view: StepView) -> StepPlan:
+        self._survivals = {}
         finished, self._finished = self._finished, []
         self.limits.release(finished)
         for rid in finished:
@@ -127,11 +134,15 @@ class SpeculationPolicy:
         if self.depths is not None:  # the finished ones join the prior of the requests after them
             self.depths.acceptance.release(finished)
         rechecks, first = self._choose_depth(view)
+        # A re-check's drafts are verified whole, in its steps and in the step after its last (a request's own
+        # poor rate would cut them: nothing would be measured; at 8 requests or more a re-check is one step).
+        whole = self.depths is not None and (self.depths.rechecking or self._rechecked_last)
+        self._rechecked_last = self.depths is not None and self.depths.rechecking
         decoding = sum(r.decoding for r in view.requests)
         load = Load.of(decoding, self.depth, *self._last_mix)
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
-        num_drafts, lookup_drafts, counts = self._num_drafts(view, parallel)
+        num_drafts, lookup_drafts, counts = self._num_drafts(view, parallel, whole)
         lookup_only = self._model_drafts_unused(view, lookup_drafts, parallel)
         if lookup_only:
             self.depth = 0
@@ -167,6 +178,11 @@ class SpeculationPolicy:
         choice, requests = self.depths, view.requests
         if choice is None or not choice.can_speculate or not requests:
             return 0, 0
+        weighed_for = (sum(r.decoding for r in requests), view.closed)
+        if not self._requests_moved and weighed_for == self._weighed_for and choice.holds_zero(len(requests)):
+            self.depth = 0
+            return 0, 0
+        self._requests_moved, self._weighed_for = False, weighed_for
         once = 0
         if self.catches_up:
             once = sum(self._skipped.get(r.req_id, 0) if r.decoding else r.prompt_left for r in requests)
@@ -178,15 +194,16 @@ class SpeculationPolicy:
             limits = [self.limits.limit(r) for r in requests]
             closing = left if view.closed else None
             first = decide_first_measurements(choice, requests, limits, once, tokens_left, closing)
-            survivals = [choice.acceptance.survivals(r.req_id, n) for r, n in zip(requests, limits)]
+            survivals = [self._model_survivals(r.req_id, n) for r, n in zip(requests, limits)]
         rechecks = choice.rechecks
         self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing)
         return choice.rechecks - rechecks, first
 
-    def _num_drafts(self, view: StepView, parallel: bool) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
+    def _num_drafts(self, view: StepView, parallel: bool,
+                    whole: bool) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
         """Each request verified now, its drafts cut: to the depth where it is the verified one, to its limit,
-        and to those its acceptance pays for; and those verified with the second source's drafts instead
-        (draft_sources.py), how many of them."""
+        and, unless a re-check made them (``whole``), to those its acceptance pays for; and those verified with
+        the second source's drafts instead (draft_sources.py), how many of them."""
         past = self.limits.newly_past(view.requests)
         verified = [r for r in view.requests if r.decoding and (r.num_drafts or r.lookup_probs)
                     and not r.on_lane and not (parallel and r.held_if_parallel)]
@@ -200,7 +217,7 @@ class SpeculationPolicy:
             if r.lookup_probs and own != 0:
                 raw[r.req_id] = r.lookup_probs[:own]
         counts = dict(drafts_cut=cut, past_spec_max_len=past)
-        weighs = self.per_request and self.depths.costs.known and not self.depths.rechecking
+        weighs = self.per_request and self.depths.costs.known and not whole
         num_verified = sum(1 for r in view.requests if r.decoding and not r.on_lane
                            and not (parallel and r.held_if_parallel))
         survivals = {rid: self._model_survivals(rid, n) for rid, n in kept.items() if n}
@@ -219,8 +236,14 @@ class SpeculationPolicy:
 
     def _model_survivals(self, rid: str, n: int) -> list[float]:
         """The chance that each of the model drafter's ``n`` drafts survives: the request's measured
-        acceptance, or, where the policy measures none (a fixed depth), all of them."""
-        return self.depths.acceptance.survivals(rid, n) if self.depths is not None else [1.0] * n
+        acceptance, or, where the policy measures none (a fixed depth), all of them. Computed once a plan at
+        every position (a request's first n are a prefix of them): the depth's choice and the cut both ask."""
+        if self.depths is None:
+            return [1.0] * n
+        own = self._survivals.get(rid)
+        if own is None:
+            own = self._survivals[rid] = self.depths.acceptance.survivals(rid, self.max_depth)
+        return own[:n]
 
     def _threshold(self, num_verified: int, survivals: dict[str, list[float]]) -> float:
         """The survival a draft must reach to pay in this step (paying_drafts.py): a verified token's seconds

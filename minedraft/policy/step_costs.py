@@ -58,6 +58,7 @@ class StepCosts:
     levels: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each cell's bucket.bit_length()
     _fits: dict[int, tuple[float, ...]] = field(default_factory=dict)  # by bucket, until the next refit
     _times: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # seconds(), until the next refit
+    version: int = 0  # counts the refits (depth.py holds a depth 0 until one)
     _unfitted_s: float = 0.0  # the seconds of the steps observed since the fits were solved
     _unfolded: list[tuple[int, tuple[float, ...], float]] = field(default_factory=list)  # (row, x, seconds)
     # The target's seconds per prompt token beyond a decode step's: discounted sums over the steps at depth 0
@@ -126,6 +127,7 @@ class StepCosts:
         self._fits.clear()
         self._times.clear()
         self._unfitted_s = 0.0
+        self.version += 1
 
     def _fold(self) -> None:
         """The steps observed since the last fit, added to their cells' statistics in one pass: each

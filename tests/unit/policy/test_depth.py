@@ -556,16 +556,47 @@ def _policy_steps(policy: SpeculationPolicy, steps: int) -> list[tuple[dict[str,
 def test_a_recheck_verifies_its_drafts_whole_where_a_poor_request_s_are_trimmed_outside_one():
     """At depth 0 a re-check drafts at depth 1 to measure acceptance again. Its requests' own acceptance
     is poor (every draft rejected so far): cut to the drafts that pay, none would be verified and the
-    re-check would measure nothing. So during it each request keeps every draft it holds; the step after
-    it, the same requests holding as many drafts, have them all trimmed."""
-    steps = _policy_steps(SpeculationPolicy(3, depth_control="drafted"), 200)
+    re-check would measure nothing. So each request keeps every draft the re-check made, in its steps and
+    in the step after its last (which verifies the last step's drafts); outside it, the same requests
+    holding as many drafts have them all trimmed."""
+    policy = SpeculationPolicy(3, depth_control="drafted")
+    steps = _policy_steps(policy, 200)
     begins = next(i for i, (_, plan, _, _) in enumerate(steps) if plan.counts.rechecks)
     assert steps[begins][1].depth == 1 and steps[begins][0] == {"a": 0, "b": 0}
-    for held, plan, rechecking, survival in steps[begins + 1:begins + 4]:  # its drafts verified
-        assert rechecking and survival < 0.2
+    for held, plan, rechecking, survival in steps[begins + 1:begins + 5]:  # its drafts verified
+        assert survival < 0.2
         assert held == {"a": 1, "b": 1} and plan.num_drafts == held
         assert plan.counts.drafts_trimmed == 0
-    held, after, rechecking, _ = steps[begins + 4]
-    assert not rechecking and held == {"a": 1, "b": 1}
-    assert after.num_drafts == {"a": 0, "b": 0}
-    assert (after.counts.drafts_trimmed, after.counts.requests_trimmed) == (2, 2)
+    assert [rechecking for _, _, rechecking, _ in steps[begins + 1:begins + 5]] == [True, True, True, False]
+    assert not any(rechecking for _, _, rechecking, _ in steps[-2:])
+    outside = policy.plan(StepView([RequestView(rid, True, tokens_left=1000, num_drafts=1) for rid in "ab"]))
+    assert not policy.depths.rechecking
+    assert outside.num_drafts == {"a": 0, "b": 0}
+    assert (outside.counts.drafts_trimmed, outside.counts.requests_trimmed) == (2, 2)
+
+
+def test_a_recheck_of_a_large_batch_measures_its_drafts():
+    """With telling_trials requests or more, a re-check drafts for one step, whose drafts the next step
+    verifies. Held only while re-checking, those drafts met a step that was not and were cut to the
+    requests' own poor rates: the re-check measured nothing, and a batch of 16 whose text the draft came
+    to predict (acceptance 0.2 -> 0.95) stayed at depth 0 (tests/unit/policy/test_depth_zero_hold.py's
+    load: 50 of 300 steps at depth 0 in its first phase of code with the drafts kept, 294 without)."""
+    policy = SpeculationPolicy(3, depth_control="drafted")
+    ids = [f"r{i}" for i in range(16)]
+    held = dict.fromkeys(ids, 0)
+    rng = random.Random(0)
+    measured = []
+    for step in range(400):
+        acceptance = 0.2 if step < 200 else 0.95
+        plan = policy.plan(StepView([RequestView(rid, True, tokens_left=1000, num_drafts=n)
+                                     for rid, n in held.items()]))
+        drafts = {rid: plan.num_drafts.get(rid, n) for rid, n in held.items()}
+        verified = [VerifiedDrafts(rid, n, accepted_run(rng, acceptance, n)) for rid, n in drafts.items() if n]
+        measured.append(sum(v.drafts for v in verified))
+        tokens = len(held) + sum(v.drafts for v in verified)
+        policy.observe(StepResult(plan, num_decoding=len(held), tokens=tokens, verified=verified,
+                                  output_tokens=len(held) + sum(v.accepted for v in verified),
+                                  seconds=0.010 + 0.0002 * tokens + 0.001 * plan.depth))
+        held = dict.fromkeys(held, plan.depth)
+    assert policy.depths.rechecks >= 1
+    assert sum(measured[200:]) > 0 and policy.depth > 0

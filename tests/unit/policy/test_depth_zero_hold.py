@@ -1,0 +1,84 @@
+"""A depth 0 held without weighing it again (DepthChoice.holds_zero): the same depths as weighing every
+step, on a load that moves between text the draft misses and text it predicts, with requests joining and
+leaving, re-checks and cost refits; and held on most steps at depth 0."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from minedraft.policy import RequestView, SpeculationPolicy, StepResult, StepView, VerifiedDrafts
+from minedraft.policy.depth import DepthChoice
+
+MAX_DEPTH = 3
+
+
+def _drive(seed: int, steps: int = 1500) -> tuple[list[int], int]:
+    """Depths of a policy over a batch of 16 whose text swings between prose (acceptance 0.2: depth 0
+    pays) and code (0.95: drafting pays) every 300 steps; each request makes 40-120 tokens and is replaced
+    by a new one (its prompt computed first); a draft forward costs a fifth of the target's fixed step.
+    Also the re-checks begun."""
+    rng = random.Random(seed)
+    policy = SpeculationPolicy(MAX_DEPTH, depth_control="drafted", draft_cost=0.05, catches_up=True)
+    serial = iter(range(10**6))
+
+    def new() -> dict:
+        rid = f"r{next(serial)}"
+        policy.add_request(rid, None)
+        return {"id": rid, "left": rng.randint(40, 120), "prompt": True, "held": 0}
+
+    batch = [new() for _ in range(16)]
+    depths = []
+    for step in range(steps):
+        acceptance = 0.95 if (step // 300) % 2 else 0.2
+        view = StepView([RequestView(r["id"], not r["prompt"], r["left"], prompt_left=64 if r["prompt"] else 0,
+                                     num_drafts=r["held"]) for r in batch])
+        plan = policy.plan(view)
+        depths.append(plan.depth)
+        verified, output = [], 0
+        for r in batch:
+            if r["prompt"]:
+                continue
+            drafts = min(r["held"], plan.num_drafts.get(r["id"], r["held"]))
+            taken = 0
+            while taken < drafts and rng.random() < acceptance:
+                taken += 1
+            if drafts:
+                verified.append(VerifiedDrafts(r["id"], drafts, taken))
+            output += 1 + taken
+        decoding = sum(not r["prompt"] for r in batch)
+        tokens = decoding + sum(v.drafts for v in verified)
+        prompts = 64 * (len(batch) - decoding)
+        seconds = (0.010 + 0.0002 * (tokens + prompts) + plan.depth * (0.0005 + 0.00003 * decoding)) * (
+            1 + rng.uniform(-0.05, 0.05))
+        policy.observe(StepResult(plan, num_decoding=decoding, tokens=tokens + prompts, prefill_tokens=prompts,
+                                  scheduled={r["id"]: 64 if r["prompt"] else 1 for r in batch},
+                                  prompt_tokens=prompts, output_tokens=output, verified=verified, seconds=seconds))
+        for i, r in enumerate(batch):
+            r["left"] -= 0 if r["prompt"] else 1
+            r["prompt"], r["held"] = False, plan.depth
+            if r["left"] <= 0:
+                policy.finish(r["id"])
+                batch[i] = new()
+    return depths, policy.depths.rechecks
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_holding_depth_zero_chooses_the_depths_weighing_every_step_chooses(seed, monkeypatch):
+    held_steps = []
+    original = DepthChoice.holds_zero
+
+    def counted(self, num_reqs):
+        holds = original(self, num_reqs)
+        held_steps.append(holds)
+        return holds
+
+    monkeypatch.setattr(DepthChoice, "holds_zero", counted)
+    holding, rechecks = _drive(seed)
+    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs: False)
+    weighing, rechecks_weighing = _drive(seed)
+    assert holding == weighing and rechecks == rechecks_weighing
+    # The load is what the test is about: long stretches at depth 0, drafting in the code phases, re-checks.
+    assert holding.count(0) > 500 and sum(d > 0 for d in holding) > 300 and rechecks >= 2
+    assert sum(held_steps) > holding.count(0) / 2  # most steps at depth 0 were held, not weighed
