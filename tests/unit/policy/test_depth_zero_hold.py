@@ -14,10 +14,11 @@ from minedraft.policy.depth import DepthChoice
 MAX_DEPTH = 3
 
 
-def _drive(seed: int, steps: int = 1500) -> tuple[list[int], int]:
+def _drive(seed: int, closed: bool = False, steps: int = 1500) -> tuple[list[int], int]:
     """Depths of a policy over a batch of 16 whose text swings between prose (acceptance 0.2: depth 0
     pays) and code (0.95: drafting pays) every 300 steps; each request makes 40-120 tokens and is replaced
-    by a new one (its prompt computed first); a draft forward costs a fifth of the target's fixed step.
+    by a new one (its prompt computed first); a draft forward costs about a tenth of a step.
+    ``closed``: each step's view says no request waits (a closed batch is scored by its last request).
     Also the re-checks begun."""
     rng = random.Random(seed)
     policy = SpeculationPolicy(MAX_DEPTH, depth_control="drafted", draft_cost=0.05, catches_up=True)
@@ -33,7 +34,7 @@ def _drive(seed: int, steps: int = 1500) -> tuple[list[int], int]:
     for step in range(steps):
         acceptance = 0.95 if (step // 300) % 2 else 0.2
         view = StepView([RequestView(r["id"], not r["prompt"], r["left"], prompt_left=64 if r["prompt"] else 0,
-                                     num_drafts=r["held"]) for r in batch])
+                                     num_drafts=r["held"]) for r in batch], closed=closed)
         plan = policy.plan(view)
         depths.append(plan.depth)
         verified, output = [], 0
@@ -64,8 +65,8 @@ def _drive(seed: int, steps: int = 1500) -> tuple[list[int], int]:
     return depths, policy.depths.rechecks
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_holding_depth_zero_chooses_the_depths_weighing_every_step_chooses(seed, monkeypatch):
+@pytest.mark.parametrize("seed, closed", [(0, False), (1, False), (2, False), (0, True), (1, True)])
+def test_holding_depth_zero_chooses_the_depths_weighing_every_step_chooses(seed, closed, monkeypatch):
     held_steps = []
     original = DepthChoice.holds_zero
 
@@ -75,9 +76,9 @@ def test_holding_depth_zero_chooses_the_depths_weighing_every_step_chooses(seed,
         return holds
 
     monkeypatch.setattr(DepthChoice, "holds_zero", counted)
-    holding, rechecks = _drive(seed)
+    holding, rechecks = _drive(seed, closed)
     monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs: False)
-    weighing, rechecks_weighing = _drive(seed)
+    weighing, rechecks_weighing = _drive(seed, closed)
     assert holding == weighing and rechecks == rechecks_weighing
     # The load is what the test is about: long stretches at depth 0, drafting in the code phases, re-checks.
     assert holding.count(0) > 500 and sum(d > 0 for d in holding) > 300 and rechecks >= 2
