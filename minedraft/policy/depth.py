@@ -107,11 +107,12 @@ class DepthChoice:
         """Whether depth 0, chosen last, stands for a step of ``num_reqs`` requests without being weighed
         again: the step costs and the acceptance are those it was chosen on, the depth was not a re-check's,
         and no re-check is due yet. At depth 0 acceptance is not measured, and what else moves (each
-        request's steps left shrink, the tokens its drafter skipped grow) weighs against drafting, or in a
-        closed batch moves the score of its last request little; so where the requests are those it was
-        chosen for too (the caller knows), weighing again would choose 0 (the same depths on a moving load,
-        tests/unit/policy/test_depth_zero_hold.py; at 32 requests a choice took about 0.4 ms, 4 % of a kit
-        model's step)."""
+        request's steps left shrink, the tokens its drafter skipped grow) weighs against drafting; so where
+        the requests are those it was chosen for too (the caller knows), weighing again would choose 0 (the
+        same depths on a moving load, tests/unit/policy/test_depth_zero_hold.py; at 32 requests a choice took
+        about 0.4 ms, 4 % of a kit model's step). A closed batch is scored by its last request, whose score
+        can rise as the others decode: there the caller holds only where every request has as many tokens
+        left (the score then stands still)."""
         return (self._choice == 0 and not self.rechecking and self._recheck_left <= 0
                 and self.seconds < self._recheck_due
                 and self._weighed_on == (num_reqs, self.costs.version, self.acceptance.version))
@@ -235,13 +236,18 @@ class DepthChoice:
         if deeper is None:
             # No acceptance could make drafting (deeper) pay here; priced afresh once its costs go stale, it might.
             return self._not_due(base, math.inf if stale_costs else self._fresh_for(num_reqs))
+        shallowest = deeper
         if base == 0:  # at depth 1, one request's re-check ran 8 of its 22 steps where depth 3 paid (real pair)
             deeper = max(deeper, self.best_depth(rates))
         steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
-        seconds = self.costs.seconds(num_reqs, deeper)
-        cost = steps * (seconds[deeper] - seconds[base]) + self.costs.catch_up_seconds(num_reqs, catch_up)
+        seconds = self.costs.seconds(num_reqs, self.max_depth)
+        catch_up_s = self.costs.catch_up_seconds(num_reqs, catch_up)
+        cost = steps * (seconds[deeper] - seconds[base]) + catch_up_s
         if since < max(t.stale_s, cost / t.margin):
-            return self._not_due(base, max(t.stale_s, cost / t.margin) - since)
+            # Due at the soonest where the best depth falls to the shallowest that could pay (the catch-up
+            # only grows meanwhile).
+            soonest = steps * (seconds[shallowest] - seconds[base]) + catch_up_s
+            return self._not_due(base, max(t.stale_s, soonest / t.margin) - since)
         for bucket in stale_costs:  # measured again by the re-check
             self.costs.forget_drafting(bucket)
             self._drafted_at.pop(bucket, None)

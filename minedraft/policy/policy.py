@@ -66,7 +66,7 @@ class SpeculationPolicy:
         self._survivals: dict[str, list[float]] = {}  # this plan's, per request, at every position up to K
         self._requests_moved = True  # a request joined or left since the depth was last weighed
         self._rechecked_last = False  # the last plan was a re-check's: the drafts held now are its drafts
-        self._weighed_for: tuple[int, bool] | None = None  # the decoding requests and closed it was weighed for
+        self._weighed_for: tuple | None = None  # the decoding requests and the batch the depth was weighed for
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -178,8 +178,12 @@ class SpeculationPolicy:
         choice, requests = self.depths, view.requests
         if choice is None or not choice.can_speculate or not requests:
             return 0, 0
-        weighed_for = (sum(r.decoding for r in requests), view.closed)
-        if not self._requests_moved and weighed_for == self._weighed_for and choice.holds_zero(len(requests)):
+        # A closed batch is scored by its last request (depth.py): where the requests have as many tokens left,
+        # that score does not move as they decode; where they differ, it can, and the depth is weighed again.
+        even = not view.closed or len({r.tokens_left for r in requests if r.decoding}) <= 1
+        weighed_for = (tuple(r.req_id for r in requests if r.decoding), len(requests), view.closed)
+        if (even and not self._requests_moved and weighed_for == self._weighed_for
+                and choice.holds_zero(len(requests))):
             self.depth = 0
             return 0, 0
         self._requests_moved, self._weighed_for = False, weighed_for
