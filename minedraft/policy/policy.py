@@ -64,9 +64,10 @@ class SpeculationPolicy:
         self.lookup_calibration = LookupCalibration()
         self._lookup_estimated: dict[str, float] = {}  # the last plan's lookup drafts: accepted tokens estimated
         self._survivals: dict[str, list[float]] = {}  # this plan's, per request, at every position up to K
-        self._requests_moved = True  # a request joined or left since the depth was last weighed
         self._rechecked_last = False  # the last plan was a re-check's: the drafts held now are its drafts
-        self._weighed_for: tuple | None = None  # the decoding requests and the batch the depth was weighed for
+        # The decoding requests (by id), the requests and whether the batch was closed, where the depth was
+        # last weighed: a request that joins or leaves changes it.
+        self._weighed_for: tuple | None = None
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -116,12 +117,10 @@ class SpeculationPolicy:
     # ----------------------------------------------------------- requests
     def add_request(self, req_id: str, limit: int | None) -> None:
         self.limits.add(req_id, limit)
-        self._requests_moved = True
 
     def finish(self, req_id: str) -> None:
         """A request finished (or was aborted): released before the next plan."""
         self._finished.append(req_id)
-        self._requests_moved = True
 
     # ----------------------------------------------------------- plans
     def plan(self, view: StepView) -> StepPlan:
@@ -182,11 +181,10 @@ class SpeculationPolicy:
         # that score does not move as they decode; where they differ, it can, and the depth is weighed again.
         even = not view.closed or len({r.tokens_left for r in requests if r.decoding}) <= 1
         weighed_for = (tuple(r.req_id for r in requests if r.decoding), len(requests), view.closed)
-        if (even and not self._requests_moved and weighed_for == self._weighed_for
-                and choice.holds_zero(len(requests))):
+        if even and weighed_for == self._weighed_for and choice.holds_zero(len(requests)):
             self.depth = 0
             return 0, 0
-        self._requests_moved, self._weighed_for = False, weighed_for
+        self._weighed_for = weighed_for
         once = 0
         if self.catches_up:
             once = sum(self._skipped.get(r.req_id, 0) if r.decoding else r.prompt_left for r in requests)
