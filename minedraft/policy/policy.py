@@ -13,9 +13,6 @@ plan was chosen stays here:
   (first_measurement.py); the depth is chosen with that cut;
 * parallel steps (overlap.py): where the drafter has hardware of its own, or where pinned.
 
-A fresh engine's first ``warm_up_steps`` decode steps are timed but not fitted (tuning.py): they pay the
-engine's start, so the depth stays at its start until steps after them are measured.
-
 Where vLLM's drafter drafts only K (parallel drafting, suffix decoding, Medusa) and the user asks for
 ``speculation_depth: auto``, the depth chosen is how many of the K drafts each request verifies.
 """
@@ -314,8 +311,7 @@ class SpeculationPolicy:
             # A fresh engine's first decode steps pay its start's one-off costs (a first step at each batch shape
             # builds oneDNN kernels): fitted, they held the demo's single request at depth 0 (0.69x).
             warming = self._decode_steps < self.tuning.warm_up_steps
-            if not result.prefill_tokens:
-                self._decode_steps += 1
+            self._decode_steps += not result.prefill_tokens
             if warming:
                 self.depths.observe_unfitted(result.seconds)
             else:

@@ -8,6 +8,7 @@ step later).
 from __future__ import annotations
 
 import dataclasses
+
 import hashlib
 import json
 import pickle
@@ -48,11 +49,11 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
                    num_blocks: int = 10000, max_num_seqs: int = 64,
                    max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False,
                    max_model_len: int | None = None, draft_model: bool = False,
-                   vllm_config: VllmConfig | None = None) -> Scheduler:
+                   vllm_config: VllmConfig | None = None, warm_up_steps: int = 0) -> Scheduler:
     """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead.
     ``max_model_len``: ``max_num_batched_tokens`` unless given; ``draft_model``: the fake model
-    drafts for itself (``method: draft_model``) instead of ngram. The policy fits every timed step
-    (``warm_up_steps=0``): no fake step pays an engine's start (tests/unit/policy/test_warm_up.py tests the rule)."""
+    drafts for itself (``method: draft_model``) instead of ngram. ``warm_up_steps``: the policy's (tuning.py);
+    0 unless given, for no fake step pays an engine's start (tests/unit/policy/test_warm_up.py tests the rule)."""
     if vllm_config is None:
         max_model_len = max_model_len or max_num_batched_tokens
         model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
@@ -78,7 +79,7 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
                               hash_block_size=BLOCK_SIZE, log_stats=True,
                               structured_output_manager=StructuredOutputManager(vllm_config))
     if getattr(scheduler, "speculation", None) is not None:
-        scheduler.speculation.tuning = dataclasses.replace(scheduler.speculation.tuning, warm_up_steps=0)
+        scheduler.speculation.tuning = dataclasses.replace(scheduler.speculation.tuning, warm_up_steps=warm_up_steps)
     return scheduler
 
 
