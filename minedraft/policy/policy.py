@@ -68,8 +68,6 @@ class SpeculationPolicy:
         # The decoding requests (by id), the requests and whether the batch was closed, where the depth was
         # last weighed: a request that joins or leaves changes it.
         self._weighed_for: tuple | None = None
-        self.tuning = tuning
-        self._decode_steps = 0  # timed steps without prompt tokens (the first warm_up_steps are not fitted)
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -308,15 +306,8 @@ class SpeculationPolicy:
         load = plan.load if result.measured else Load(0, plan.depth)
         self.overlap.observe(plan.parallel, load, result.output_tokens, result.seconds)
         if self.depths is not None:
-            # A fresh engine's first decode steps pay its start's one-off costs (a first step at each batch shape
-            # builds oneDNN kernels): fitted, they held the demo's single request at depth 0 (0.69x).
-            warming = self._decode_steps < self.tuning.warm_up_steps
-            self._decode_steps += not result.prefill_tokens
-            if warming:
-                self.depths.observe_unfitted(result.seconds)
-            else:
-                self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
-                                         result.prefill_tokens)
+            self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
+                                     result.prefill_tokens)
 
     def _count_catch_up(self, result: StepResult) -> int:
         """The tokens a drafter that skips depth-0 calls ran its model over in the step besides the requests'

@@ -7,8 +7,6 @@ step later).
 
 from __future__ import annotations
 
-import dataclasses
-
 import hashlib
 import json
 import pickle
@@ -49,11 +47,10 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
                    num_blocks: int = 10000, max_num_seqs: int = 64,
                    max_num_batched_tokens: int = 2048, enable_prefix_caching: bool = False,
                    max_model_len: int | None = None, draft_model: bool = False,
-                   vllm_config: VllmConfig | None = None, warm_up_steps: int = 0) -> Scheduler:
+                   vllm_config: VllmConfig | None = None) -> Scheduler:
     """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead.
     ``max_model_len``: ``max_num_batched_tokens`` unless given; ``draft_model``: the fake model
-    drafts for itself (``method: draft_model``) instead of ngram. ``warm_up_steps``: the policy's (tuning.py);
-    0 unless given, for no fake step pays an engine's start (tests/unit/policy/test_warm_up.py tests the rule)."""
+    drafts for itself (``method: draft_model``) instead of ngram."""
     if vllm_config is None:
         max_model_len = max_model_len or max_num_batched_tokens
         model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
@@ -75,12 +72,9 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
         kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
             block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32))])
     cache_config.num_gpu_blocks = num_blocks
-    scheduler = scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BLOCK_SIZE,
-                              hash_block_size=BLOCK_SIZE, log_stats=True,
-                              structured_output_manager=StructuredOutputManager(vllm_config))
-    if getattr(scheduler, "speculation", None) is not None:
-        scheduler.speculation.tuning = dataclasses.replace(scheduler.speculation.tuning, warm_up_steps=warm_up_steps)
-    return scheduler
+    return scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BLOCK_SIZE,
+                         hash_block_size=BLOCK_SIZE, log_stats=True,
+                         structured_output_manager=StructuredOutputManager(vllm_config))
 
 
 def _hash(value) -> bytes:
