@@ -295,5 +295,11 @@ class DepthChoice:
             self._drafted_at[batch_bucket(num_reqs)] = self.seconds
         self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill)
 
+    def observe_unfitted(self, seconds: float) -> None:
+        """A finished step whose duration is not what such a step costs (a fresh engine's first: policy.py):
+        its time passes, and no cost is fitted to it."""
+        if self.can_speculate:
+            self.seconds += seconds
+
     def observe_verification(self, verified: Iterable[VerifiedDrafts]) -> None:
         self.acceptance.observe(verified, self.seconds)

@@ -42,6 +42,11 @@ class Tuning:
         "out: its ceiling prices drafting at the draft's weights, and it measures drafting afresh (steps measured "
         "in a slow spell of the VM held one request at depth 0 for good, 0.67x stock SD)",
         "real pair, float32 trace (2026-12-03)")
+    warm_up_steps: int = _constant(
+        8, "a fresh engine's first timed steps, whose seconds are its start's and not fitted: a first step at "
+        "each batch shape builds oneDNN kernels (about 1 ms a weight matrix), and the demo's first steps ran at "
+        "2-8x their later cost; fitted, they held its single request at depth 0 (0.69x the best static choice)",
+        "make demo (2026-12-04)")
     telling_trials: int = _constant(
         8, "trials that tell a rate from its prior: a re-check drafts for this many requests' steps; a stale "
         "deeper position keeps its own rate only if measured on this many", "real pair, (2, code) after prose")

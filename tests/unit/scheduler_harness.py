@@ -7,6 +7,7 @@ step later).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import pickle
@@ -50,7 +51,8 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
                    vllm_config: VllmConfig | None = None) -> Scheduler:
     """``vllm_config``: an engine's own (e.g. ``engine_args(...).create_engine_config()``) instead.
     ``max_model_len``: ``max_num_batched_tokens`` unless given; ``draft_model``: the fake model
-    drafts for itself (``method: draft_model``) instead of ngram."""
+    drafts for itself (``method: draft_model``) instead of ngram. The policy fits every timed step
+    (``warm_up_steps=0``): no fake step pays an engine's start (tests/unit/policy/test_warm_up.py tests the rule)."""
     if vllm_config is None:
         max_model_len = max_model_len or max_num_batched_tokens
         model_config = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32",
@@ -72,9 +74,12 @@ def make_scheduler(model_dir: str, scheduler_cls: type[Scheduler], *, k: int | N
         kv_cache_groups=[KVCacheGroupSpec(["layer"], FullAttentionSpec(
             block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype=torch.float32))])
     cache_config.num_gpu_blocks = num_blocks
-    return scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BLOCK_SIZE,
-                         hash_block_size=BLOCK_SIZE, log_stats=True,
-                         structured_output_manager=StructuredOutputManager(vllm_config))
+    scheduler = scheduler_cls(vllm_config=vllm_config, kv_cache_config=kv_cache_config, block_size=BLOCK_SIZE,
+                              hash_block_size=BLOCK_SIZE, log_stats=True,
+                              structured_output_manager=StructuredOutputManager(vllm_config))
+    if getattr(scheduler, "speculation", None) is not None:
+        scheduler.speculation.tuning = dataclasses.replace(scheduler.speculation.tuning, warm_up_steps=0)
+    return scheduler
 
 
 def _hash(value) -> bytes:

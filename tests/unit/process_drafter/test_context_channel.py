@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import torch
 
@@ -14,17 +16,25 @@ READ = """
 import json, sys
 from minedraft.process_drafter.context_channel import ContextReader
 reader = ContextReader()
-for where in json.loads(sys.argv[1]):
-    rows = reader.read(where)
-    print(json.dumps(None if rows is None else rows.float().tolist()))
+rows = [reader.read(where) for where in json.loads(sys.argv[1])]
+with open(sys.argv[2], "w") as out:
+    json.dump([None if r is None else r.float().tolist() for r in rows], out)
 """
 
 
 def read_in_another_process(wheres: list[dict]) -> list:
-    """What the drafter's process reads for each line (None: overwritten)."""
-    out = subprocess.run([sys.executable, "-c", READ, json.dumps(wheres)], capture_output=True, text=True,
-                         check=True, timeout=120).stdout
-    return [json.loads(line) for line in out.splitlines()]
+    """What the drafter's process reads for each line (None: overwritten). The answer comes back in a file,
+    not through a pipe: attaching shared memory starts Python's resource tracker, which inherits the child's
+    stdout and stderr, and reading a pipe to its end would wait for the tracker too."""
+    with tempfile.TemporaryDirectory() as folder:
+        answer, log = os.path.join(folder, "rows.json"), os.path.join(folder, "stderr")
+        with open(log, "w") as stderr:
+            done = subprocess.run([sys.executable, "-c", READ, json.dumps(wheres), answer],
+                                  stdout=subprocess.DEVNULL, stderr=stderr, timeout=120)
+        with open(log) as stderr:
+            assert done.returncode == 0, stderr.read()
+        with open(answer) as rows:
+            return json.load(rows)
 
 
 def test_rows_arrive_in_their_dtype_and_a_newer_job_s_rows_refuse_an_older_line():
