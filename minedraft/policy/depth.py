@@ -284,22 +284,19 @@ class DepthChoice:
 
     # ----------------------------------------------------------- measurement
     def observe_step(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
-                     prefill: int = 0) -> None:
+                     prefill: int = 0, fit: bool = True) -> None:
         """A finished step: its ``num_reqs`` decoding requests, the ``depth`` it drafted at, the ``tokens`` the
         target computed (``prefill`` of them in prompt chunks), the tokens the drafter ran over once (a
-        catch-up, a prompt's draft prefill), and its duration."""
+        catch-up, a prompt's draft prefill), and its duration. ``fit=False``: its duration is not what such a
+        step costs (a one-off cost: policy.py); its time passes, and no cost is fitted to it."""
         if not self.can_speculate:
             return
         self.seconds += seconds
+        if not fit:
+            return
         if depth > 0 and num_reqs > 0 and not prefill:
             self._drafted_at[batch_bucket(num_reqs)] = self.seconds
         self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill)
-
-    def observe_unfitted(self, seconds: float) -> None:
-        """A finished step whose duration is not what such a step costs (a fresh engine's first: policy.py):
-        its time passes, and no cost is fitted to it."""
-        if self.can_speculate:
-            self.seconds += seconds
 
     def observe_verification(self, verified: Iterable[VerifiedDrafts]) -> None:
         self.acceptance.observe(verified, self.seconds)

@@ -13,8 +13,9 @@ plan was chosen stays here:
   (first_measurement.py); the depth is chosen with that cut;
 * parallel steps (overlap.py): where the drafter has hardware of its own, or where pinned.
 
-A fresh engine's first ``warm_up_steps`` timed steps are not fitted (tuning.py): they pay the engine's
-start, so the depth stays at its start until steps after them are measured.
+A fresh engine's first ``warm_up_steps`` timed steps are not fitted (tuning.py), nor the first decode step
+at each shape (the target's tokens, and whether the drafter ran): they pay one-off costs of the engine's
+start and of a new batch shape, not what such a step costs.
 
 Where vLLM's drafter drafts only K (parallel drafting, suffix decoding, Medusa) and the user asks for
 ``speculation_depth: auto``, the depth chosen is how many of the K drafts each request verifies.
@@ -73,6 +74,7 @@ class SpeculationPolicy:
         self._weighed_for: tuple | None = None
         self.tuning = tuning
         self._steps_timed = 0  # the first warm_up_steps are not fitted
+        self._shapes_run: set[tuple[int, bool]] = set()  # decode steps' (the target's tokens, drafted) so far
 
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
@@ -311,15 +313,21 @@ class SpeculationPolicy:
         load = plan.load if result.measured else Load(0, plan.depth)
         self.overlap.observe(plan.parallel, load, result.output_tokens, result.seconds)
         if self.depths is not None:
-            # A fresh engine's first steps pay its start's one-off costs (a first step at each batch shape builds
-            # oneDNN kernels): fitted, they held the demo's single request at depth 0 (0.69x). Prefill steps count:
-            # a served load that always has a prompt in flight leaves the warm-up as soon.
+            # Steps that pay one-off costs are not fitted. oneDNN builds a kernel for each new row count on its
+            # first call (about 1 ms a weight matrix): make demo's first depth-0 step at 32 requests took 10 ms,
+            # the next ones 6, and fitted it held N = 32 at a depth that lost to depth 0. A shape is the target's
+            # rows and whether the drafter ran (keyed by the depth itself, the replay grid read 1.031, not 1.035).
+            # A fresh engine's first steps pay more of its start: fitted, they held the demo's single request at
+            # depth 0 (0.69x). Prefill steps count towards the warm-up: a served load with a prompt always in
+            # flight leaves it as soon.
             self._steps_timed += 1
-            if self._steps_timed <= self.tuning.warm_up_steps:
-                self.depths.observe_unfitted(result.seconds)
-            else:
-                self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
-                                         result.prefill_tokens)
+            shape = (result.tokens, plan.depth > 0)
+            first_at_shape = not result.prefill_tokens and shape not in self._shapes_run
+            if not result.prefill_tokens:
+                self._shapes_run.add(shape)
+            self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
+                                     result.prefill_tokens,
+                                     fit=self._steps_timed > self.tuning.warm_up_steps and not first_at_shape)
 
     def _count_catch_up(self, result: StepResult) -> int:
         """The tokens a drafter that skips depth-0 calls ran its model over in the step besides the requests'

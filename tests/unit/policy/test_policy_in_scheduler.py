@@ -14,7 +14,7 @@ def pin_depth(sched, monkeypatch, depth: int) -> None:
     """The depth choice answers ``depth``, and no step the fake worker runs (microseconds) reaches the costs
     fed to it."""
     monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: depth)
-    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step: None)
+    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step, **fit: None)
 
 
 def _steady_costs(costs, num_reqs=8, a=0.05, w=0.004):
@@ -76,7 +76,7 @@ def test_code_beside_prose_gets_its_drafts_where_the_batch_s_rate_pays_for_none(
     choice = sched.speculation.depths
     assert choice.can_speculate  # pinned to parallel steps (the test env): no weight bound rules a depth out
     # The costs are the ones fed here, not the fake worker's microseconds.
-    monkeypatch.setattr(choice, "observe_step", lambda *step: None)
+    monkeypatch.setattr(choice, "observe_step", lambda *step, **fit: None)
     for _ in range(8):
         for num_reqs in (4, 8, 16):
             for depth in range(4):
@@ -116,7 +116,7 @@ def test_the_scheduler_measures_a_code_request_after_code_and_prose_first(model_
     # Costs of a CPU where a draft forward costs most (test_first_measurement.py), fed here; no acceptance
     # yet: the first steps measure it.
     warm_costs(sched.speculation.depths)
-    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step: None)
+    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step, **fit: None)
     worker = FakeWorker(3, _code_or_prose)
     verified = {}
 

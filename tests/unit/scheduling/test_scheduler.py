@@ -270,7 +270,7 @@ def pin_depth(sched, monkeypatch, depth: int) -> list[tuple]:
     """The policy's depth choice answers ``depth``; the steps it is told of are recorded in the list returned."""
     observed = []
     monkeypatch.setattr(sched.speculation.depths, "depth", lambda *load, **more: depth)
-    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step: observed.append(step))
+    monkeypatch.setattr(sched.speculation.depths, "observe_step", lambda *step, **fit: observed.append(step))
     return observed
 
 
@@ -418,7 +418,7 @@ def test_the_controller_sees_the_tokens_a_drafter_catches_up_on(model_dir, monke
     depth = 0
     monkeypatch.setattr(choice, "depth", lambda *load, **more: depth)
     observed = []
-    monkeypatch.setattr(choice, "observe_step", lambda *step: observed.append(step))
+    monkeypatch.setattr(choice, "observe_step", lambda *step, **fit: observed.append(step))
     for depth in (0, 0, 3, 3):
         worker.step(sched, sched.schedule())
     sched.schedule()  # times the last step
