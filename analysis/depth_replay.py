@@ -248,7 +248,7 @@ def sensitivity(runs: list[Path], seeds: int, noise: float, **policy_args) -> di
             new = value * factor
             if isinstance(value, int):
                 new = max(1, round(new))
-            elif value < 1 <= new and f.name in ("margin", "cost_memory", "neighbour_weight", "rise"):
+            elif value < 1 <= new and f.name in ("margin", "cost_memory", "neighbour_weight"):
                 new = (1 + value) / 2
             scaled.append(mean(dataclasses.replace(TUNING, **{f.name: new})))
         out[f.name] = (scaled[0], scaled[1])

@@ -18,9 +18,9 @@ rate of the finished requests that drafted best (``upper``) instead.
 After a gap. A batch position unmeasured for over ``stale_s`` keeps what it knew as at most ``prior_trials``
 trials: the text may have left, so the new text's first trials decide, but one rejection does not erase a
 rate measured on many. A position not measured within ``stale_s`` of position 1's last measurement (the
-steps drafted shallower) stands in with the one before where position 1 rose by ``rise`` since (a new text)
-or it was measured on fewer than ``telling_trials``; else it keeps its own (a depth measured to lose is not
-retried every ``stale_s``: re-checks try it, depth.py). A position never measured reads as None (counted as
+steps drafted shallower) stands in with the one before where it was measured on fewer than
+``telling_trials``; else it keeps its own (a depth measured to lose is not retried every ``stale_s``:
+re-checks try it, and a new text's, depth.py). A position never measured reads as None (counted as
 accepted in a prediction: its first steps measure it). A request's own positions past 1 go stale the same
 way (``_stands_in``): one rejection at its first verification does not hold it shallow to its end.
 """
@@ -68,7 +68,6 @@ class Acceptance:
     max_depth: int
     tuning: Tuning = TUNING
     batch: _Counts = field(init=False)
-    first_then: list[float] = field(init=False)  # position 1's rate at each one's last measurement
     last_seen: float | None = None  # when any position was last measured
     _requests: dict[str, _Counts] = field(default_factory=dict)
     _finished: tuple[float, float] = (0.0, 0.0)  # finished requests' position-1 weights, and rates times them
@@ -80,7 +79,6 @@ class Acceptance:
 
     def __post_init__(self) -> None:
         self.batch = _Counts.empty(self.max_depth)
-        self.first_then = [0.0] * self.max_depth
         # Kept while they weigh: the 8 x request_memory-th back weighs exp(-8).
         self._finished_rates = deque(maxlen=int(8 * self.tuning.request_memory))
 
@@ -122,10 +120,6 @@ class Acceptance:
             self.batch.add(j, keep, n, h)
             self.batch.seen[j] = now
             self.last_seen = now
-        first = self.batch_rates[0] if self.max_depth else None
-        for j, n in enumerate(trials):
-            if n and first is not None:
-                self.first_then[j] = first
 
     def note_all_cut(self, req_id: str) -> None:
         """A step cut every draft of the request: it measures nothing, and its counts fade to its prior.
@@ -170,10 +164,9 @@ class Acceptance:
         return cached
 
     def _per_position(self) -> list[float | None]:
-        t, out, rates = self.tuning, [], self.batch_rates
-        for j, rate in enumerate(rates):
-            if (j > 0 and rate is not None and self.batch.seen[0] - self.batch.seen[j] > t.stale_s
-                    and (rates[0] > self.first_then[j] + t.rise or self.batch.trials[j] < t.telling_trials)):
+        out = []
+        for j, rate in enumerate(self.batch_rates):
+            if j > 0 and rate is not None and self._stands_in(self.batch, j):
                 rate = out[-1]
             out.append(rate)
         return out
@@ -246,7 +239,7 @@ class Acceptance:
         return out
 
     def _stands_in(self, counts: _Counts, j: int) -> bool:
-        """Whether a request's own position j stands in with the one before, as the batch's does: not reached
+        """Whether position j of the batch's or a request's counts stands in with the one before: not reached
         within ``stale_s`` of its position 1 (its steps drafted shallower) and measured on fewer than
         ``telling_trials``. A lone request of code whose first verification rejected its second draft, and
         whose drafts were all accepted after, otherwise drafted at depth 1 to its end (its own 1 trial of 0

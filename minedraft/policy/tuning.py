@@ -50,9 +50,6 @@ class Tuning:
     telling_trials: int = _constant(
         8, "trials that tell a rate from its prior: a re-check drafts for this many requests' steps; a stale "
         "deeper position keeps its own rate only if measured on this many", "real pair, (2, code) after prose")
-    rise: float = _constant(
-        0.1, "position 1's rise that marks a new text: a stale deeper position then stands in with the one "
-        "before (else a depth measured to lose is tried again every stale_s)", "kit EAGLE-3; real pair")
     draft_cost_prior: float = _constant(
         0.1, "a draft forward's cost over the target's where the draft's weights are not known (EAGLE, MTP, "
         "n-gram): the step-cost model's prior until steps measure it", "the design (26d2cb0)")

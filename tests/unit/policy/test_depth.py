@@ -242,7 +242,8 @@ def test_a_recheck_of_few_requests_drafts_enough_steps_to_see_a_new_text(seed):
 def test_a_depth_measured_to_lose_is_not_tried_again_while_the_text_holds():
     """A head whose first draft is accepted and later ones never (the kit's EAGLE-3 head): depth 1 wins.
     Positions 2 and 3, unmeasured once the steps draft at 1, keep what they measured while position 1
-    holds, so depth 3 is not tried again every second; when position 1 rises (a new text) they are."""
+    holds, so depth 3 is not tried again every second; when the text turns predictable deeper, re-checks of the
+    position past the chosen depth find it."""
     engine = FakeEngine(per_token=0.0002, acceptance=0.7, deeper=0.0)
     choice = DepthChoice(3)
     depths = run(choice, engine, 8, 3000)
@@ -429,8 +430,8 @@ def test_the_choice_takes_no_depth_below_zero_or_above_k():
 
 def test_the_position_past_the_chosen_depth_is_rechecked_and_a_text_drafted_deeper_is_found():
     """Position 1 accepted always and the later ones never: depth 1 wins, and positions 2 and 3 keep what
-    they measured (position 1 cannot rise). When the text turns predictable at every position, position
-    1 reads the same, so only a re-check of position 2 (one step of 8 requests' drafts at depth 2, spaced
+    they measured. When the text turns predictable at every position, position 1 reads the same, so
+    only a re-check of position 2 (one step of 8 requests' drafts at depth 2, spaced
     as depth 0's are) finds it; then position 3's, and the steps draft at the best depth."""
     engine = FakeEngine(per_token=0.0002, acceptance=1.0, deeper=0.0)
     choice = DepthChoice(3, tuning=dataclasses.replace(TUNING, stale_s=1.0))
