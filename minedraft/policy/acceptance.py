@@ -19,8 +19,9 @@ After a gap. A batch position unmeasured for over ``stale_s`` keeps what it knew
 trials: the text may have left, so the new text's first trials decide, but one rejection does not erase a
 rate measured on many. A position not measured within ``stale_s`` of position 1's last measurement (the
 steps drafted shallower) stands in with the one before where it was measured on fewer than
-``telling_trials``; else it keeps its own (a depth measured to lose is not retried every ``stale_s``:
-re-checks try it, and a new text's, depth.py). A position never measured reads as None (counted as
+``telling_trials``; else it keeps its own (a depth measured to lose is not retried every ``stale_s``;
+re-checks of the position past the chosen depth try it, and find a text that turned predictable deeper:
+depth.py). A position never measured reads as None (counted as
 accepted in a prediction: its first steps measure it). A request's own positions past 1 go stale the same
 way (``_stands_in``): one rejection at its first verification does not hold it shallow to its end.
 """
