@@ -12,7 +12,8 @@ Engines, alive side by side in groups of two (an engine takes 6-8 GB of memory; 
   controller picks k' in 0..3 each step);
 * groups B and C (and D, asked for): stock SD (vLLM's speculative decoding) at k = 3 and 1 (and 2), each beside a twin of the
   target alone that scales its rates to group A's (a ratio across groups is taken against each group's
-  own target alone, phase by phase and round by round);
+  own target alone, phase by phase and round by round; with ``--twin minedraft_auto`` the twin is a second
+  default instead, so the default's ratio to each static engine is read inside that engine's group);
 * group E (asked for): ``vllm_depth_table``, stock SD at k = 3 with vLLM's own depth table
   (``num_speculative_tokens_per_batch_size``: k' = 3 up to 8 running requests, 0 above; ``VLLM_TABLE``),
   beside its twin of the target alone. It is a row to compare with, not a static choice.
@@ -31,6 +32,7 @@ switched by hand, in the same round).
 
     python -m benchmarks.real_pair                      # ~45 min on 2 idle cores (groups A, B, C)
     python -m benchmarks.real_pair --groups A --merge   # MineDraft's group again, the others' samples kept
+    python -m benchmarks.real_pair --parts steady --twin minedraft_auto --rounds 3  # default beside each
     python -m benchmarks.real_pair --replot             # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/real_pair/real_pair.json`` and ``real_pair.png``.
@@ -54,7 +56,9 @@ GROUPS = {"A": {"no_sd": ("no_sd", None), "minedraft_auto": ("minedraft_auto", 3
           "D": {"stock_sd_k2": ("stock_sd", 2), "no_sd_D": ("no_sd", None)},
           "E": {"vllm_depth_table": ("stock_sd", 3), "no_sd_E": ("no_sd", None)}}
 VLLM_TABLE = [[1, 8, 3], [9, 32, 0]]  # vLLM's per-batch-size depth: (lowest, highest running requests, k')
+TWINS = ("no_sd", "minedraft_auto")  # what a group beside A may carry as its twin (--twin)
 GROUP_OF = {engine: group for group, engines in GROUPS.items() for engine in engines}
+GROUP_OF |= {f"minedraft_auto_{group}": group for group in GROUPS if group != "A"}
 STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k2", "stock_sd_k3")
 COMPARED = ("minedraft_auto", "vllm_depth_table")  # engines read against the static choices
 STEADY = (1, 2, 4, 8, 16, 32)
@@ -144,6 +148,14 @@ def setup_for(pair: Path, args) -> sweep.Setup:
                                        f"{dtype} (modelkit/real_pair.sh)"})
 
 
+def with_twin(engines: dict, twin: str) -> dict:
+    """A group's engines with its twin of the target alone swapped for a twin of ``twin``'s engine in group A."""
+    if twin == "no_sd":
+        return engines
+    return {(f"{twin}_{name[len('no_sd_'):]}" if name.startswith("no_sd_") else name):
+            (GROUPS["A"][twin] if name.startswith("no_sd_") else spec) for name, spec in engines.items()}
+
+
 def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, log_dir: Path,
               settings: dict[str, dict] | None = None, speculative: dict[str, dict] | None = None) -> list[dict]:
     """``settings``: more MineDraft settings of some engines, by name; ``speculative``: their speculative
@@ -176,8 +188,12 @@ def run_group(setup: sweep.Setup, engines: dict, plan: list[dict], rounds: int, 
 
 
 def summarize(samples: list[dict]) -> dict:
-    """Per round, group B's rates scaled by its twin of the target alone; then medians over rounds."""
+    """Per round, group B's rates scaled by its twin (of the target alone, or of the default: then the
+    default's ratio to each static engine is the one read side by side in that engine's group); then medians
+    over rounds."""
     by = {(s["engine"], s["round"], s["phase"]): s for s in samples}
+    twin_of = {GROUP_OF[s["engine"]]: base for s in samples for base in TWINS
+               if s["engine"] == f"{base}_{GROUP_OF[s['engine']]}"}
     static = [e for e in STATIC if any(s["engine"] == e for s in samples)]  # a run of one group: its engines
     compared = [e for e in COMPARED if any(s["engine"] == e for s in samples)]
     rounds = sorted({s["round"] for s in samples})
@@ -191,12 +207,13 @@ def summarize(samples: list[dict]) -> dict:
         phases = [phase for phase in all_phases if ("no_sd", r, phase[0]) in by]
         def seconds(engine: str, phase: int) -> float:
             group = GROUP_OF[engine]
-            if group != "A":  # on group A's scale: times the ratio of the two targets alone
+            if group != "A":  # on group A's scale: times the ratio of group A's engine to its twin
                 # A group run for fewer rounds than group A (merged): its rounds taken in turn.
                 own = sorted(rounds_of[(engine, phase)])
                 q = r if r in own else own[r % len(own)]
-                return by[(engine, q, phase)]["elapsed_s"] * (by[("no_sd", r, phase)]["elapsed_s"]
-                                                              / by[(f"no_sd_{group}", q, phase)]["elapsed_s"])
+                twin = twin_of[group]
+                return by[(engine, q, phase)]["elapsed_s"] * (by[(twin, r, phase)]["elapsed_s"]
+                                                              / by[(f"{twin}_{group}", q, phase)]["elapsed_s"])
             return by[(engine, r, phase)]["elapsed_s"]
 
         tokens = {p: by[("no_sd", r, p)]["generated_tokens"] for p, *_ in phases}
@@ -298,6 +315,10 @@ def parse_args(argv=None):
                              "vLLM's depth table, not by default)")
     parser.add_argument("--parts", default="steady,moving", choices=("steady,moving", "steady", "moving"),
                         help="the steady loads, the load that moves, or both")
+    parser.add_argument("--twin", default="no_sd", choices=TWINS,
+                        help="each group beside A carries a twin of this engine of group A: the target alone "
+                             "(absolute rates on one scale) or the default (its ratio to each static engine "
+                             "read side by side, which tells a few per cent where groups differ by more)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the committed JSON's samples of the groups not named in --groups (and of "
                              "the parts not named in --parts)")
@@ -321,11 +342,12 @@ def measure(args, path: Path) -> dict:
         samples = [s for s in json.loads(path.read_text())["samples"]
                    if GROUP_OF[s["engine"]] not in args.groups or s["part"] not in args.parts]
     for group in args.groups:
-        samples += run_group(setup, GROUPS[group], plan, args.rounds, log_dir)
+        samples += run_group(setup, with_twin(GROUPS[group], args.twin if group != "A" else "no_sd"), plan,
+                             args.rounds, log_dir)
     rounds = {part: len({s["round"] for s in samples if s["part"] == part and s["engine"] == "no_sd"})
               for part in ("steady", "moving") if any(s["part"] == part for s in samples)}
     meta = runner.meta(setup.device_label, started, setup.engine, models=setup.meta["models"],
-                       output_tokens=args.output_tokens, rounds=rounds, steady=STEADY, moving=MOVING,
+                       output_tokens=args.output_tokens, rounds=rounds, twin=args.twin, steady=STEADY, moving=MOVING,
                        temperatures=TEMPERATURE)
     return {"meta": meta, "summary": summarize(samples), "samples": samples}
 

@@ -33,6 +33,32 @@ def test_a_group_s_rates_are_scaled_by_its_twin_of_the_target_alone():
     assert summary["moving"]["auto_vs_best_static"] == pytest.approx(0.5 / 0.8)
 
 
+def test_with_the_default_as_twin_its_ratio_to_a_static_engine_is_read_inside_that_engine_s_group():
+    """Group B carries a second default: stock SD's ratio to it in B is the default's ratio to stock SD, however
+    far group A's default ran from B's (here B's machine at half speed and A's default faster still)."""
+    groups = {"A": real_pair.GROUPS["A"], **{g: real_pair.with_twin(real_pair.GROUPS[g], "minedraft_auto")
+                                             for g in "BC"}}
+    assert set(groups["B"]) == {"stock_sd_k3", "minedraft_auto_B"}
+    assert groups["B"]["minedraft_auto_B"] == real_pair.GROUPS["A"]["minedraft_auto"]
+
+    def seconds(engine, phase):
+        slow = 2.0 if engine in groups["B"] else 1.0
+        return slow * {"stock_sd_k3": 0.5, "minedraft_auto": 0.7, "minedraft_auto_B": 0.55,
+                       "minedraft_auto_C": 0.9}.get(engine, 1.0)
+
+    out = []
+    for engine in [e for g in "ABC" for e in groups[g]]:
+        for r in (0, 1):
+            for i, (part, text, n) in enumerate(PHASES):
+                out.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
+                            "generated_tokens": 64 * n, "elapsed_s": seconds(engine, i)})
+    summary = real_pair.summarize(out)
+    for row in summary["steady"].values():
+        assert row["best_static"] == ["stock_sd_k3"] * 2
+        assert row["auto_vs_best_static"] == pytest.approx(0.5 / 0.55)
+        assert row["tok_s"]["stock_sd_k1"] == pytest.approx(row["tok_s"]["minedraft_auto"] * 0.9)
+
+
 def test_the_per_phase_ceiling_takes_each_phase_s_best_static_engine():
     """Stock SD wins the even moving phases, the target alone the odd ones: the ceiling beats both."""
     first_moving = len(real_pair.STEADY)
