@@ -54,6 +54,9 @@ class MineDraftSchedulerOutput(SchedulerOutput):
     # take_draft_token_ids) instead of inside sampling, so a first token never waits for
     # its request's draft work. The drafts still reach the scheduler before the next step.
     drafts_after_output: bool = False
+    # Requests of this step's batch whose model drafts would go unused next step (the second source drafts
+    # them, hybrid/): the in-process drafter skips their rows and catches them up when next drafted.
+    undrafted_req_ids: frozenset[str] = frozenset()
 
     @classmethod
     def extend(
@@ -62,6 +65,7 @@ class MineDraftSchedulerOutput(SchedulerOutput):
         draft_only_req_ids: list[str],
         defer_drafts: bool,
         drafts_after_output: bool = False,
+        undrafted_req_ids: frozenset[str] = frozenset(),
     ) -> MineDraftSchedulerOutput:
         # vLLM's fields as they are (a shallow copy, as building the dataclass from them would be, at a
         # fraction of its cost: this runs every step), then the plan.
@@ -70,6 +74,7 @@ class MineDraftSchedulerOutput(SchedulerOutput):
         extended.draft_only_req_ids = draft_only_req_ids
         extended.defer_drafts = defer_drafts
         extended.drafts_after_output = drafts_after_output
+        extended.undrafted_req_ids = undrafted_req_ids
         return extended
 
 
@@ -116,6 +121,9 @@ class ProposeCall:
     # The step's speculation depth (vLLM's num_spec_tokens_to_schedule), which vLLM passes to its
     # model and ngram drafters but not to a custom_class one such as the process drafter.
     depth: int
+    # Rows whose drafts the step does not want (MineDraftSchedulerOutput.undrafted_req_ids): a source that
+    # catches up may skip them.
+    undrafted: frozenset[str] = frozenset()
 
 
 class Job(Protocol):

@@ -9,9 +9,11 @@ its own requests (test_served.py). Before a step is planned,
 each decoding request gets a lookup draft; the policy chooses per request whose drafts the target verifies
 (policy/draft_sources.py); the chosen ones are put where vLLM's scheduler reads drafts
 (``Request.spec_token_ids``), which its step then schedules, verifies and accounts for as any drafts. The
-model drafter drafts after the step for every request it ran (vLLM's runner drafts its whole batch), unless
-every one that decodes verified lookup drafts and the others start their prompts: the policy then sets the
-step's depth to 0, which a drafter that catches up skips (policy/policy.py ``_model_drafts_unused``)."""
+model drafter drafts after the step for every request it ran (vLLM's runner drafts its whole batch), except
+those whose drafts would go unused: requests that verified lookup drafts now, and prompts starting beside
+them. Where that is every request the policy sets the step's depth to 0, which a drafter that catches up
+skips; else the in-process drafter skips their rows (policy/policy.py ``_unused_model_drafts``,
+worker/in_process/call_rows.py). The process drafter drafts every row."""
 
 from __future__ import annotations
 

@@ -40,6 +40,9 @@ _COUNTERS = {
     "lookup_accepted": "The second source's drafts accepted (hybrid).",
     "lookup_only_steps": "Steps whose every decoding request verified the second source's drafts (hybrid), the "
     "others starting prompts: the model drafter skipped drafting after them and caught up when next drafted.",
+    "undrafted_requests": "Requests the model drafter skipped after a step in which it drafted others, their "
+    "drafts unused (hybrid: they verified the second source's, or their prompts started beside such requests); "
+    "caught up when next drafted. Summed over steps.",
     "depth_rechecks": "Re-checks the policy began: a few drafts where it had chosen speculation off, "
     "or one depth deeper than it had chosen, to measure acceptance again.",
 }

@@ -57,6 +57,7 @@ class MineDraftStats:
     lookup_drafts: int = 0  # of the second source's drafts, those verified
     lookup_accepted: int = 0  # of them, those accepted
     lookup_only_steps: int = 0  # decoding requests all verified the second source's drafts: no model drafting
+    undrafted_requests: int = 0  # sum over steps of requests the model drafter skipped while drafting others
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
     steps_by_depth: dict[str, int] = field(default_factory=dict)  # str(depth) -> steps
     # str(drafts) -> requests: the drafts each request with drafts had verified, after the cuts
@@ -88,6 +89,7 @@ class MineDraftStats:
         self.depth_rechecks += counts.rechecks
         self.first_measurements += counts.first_measurements
         self.lookup_only_steps += counts.lookup_only
+        self.undrafted_requests += counts.undrafted
         for kept, requests in counts.requests_by_drafts.items():
             self.requests_by_drafts[str(kept)] = self.requests_by_drafts.get(str(kept), 0) + requests
 

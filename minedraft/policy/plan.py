@@ -50,6 +50,7 @@ class PlanCounts:
     rechecks: int = 0  # depth re-checks begun
     first_measurements: int = 0  # new requests measured first
     lookup_only: int = 0  # 1: every decoding request verified lookup drafts, the others start: depth 0
+    undrafted: int = 0  # requests whose rows the model drafter skips after a step it drafts others in
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ class StepPlan:
     # Per request verified with the second source's drafts instead of the model drafter's: how many of them
     # (its model drafts are dropped; such a request is not in num_drafts).
     lookup_drafts: Mapping[str, int] = field(default_factory=dict)
+    # Requests the model drafter skips after the step while it drafts the others: their drafts would go
+    # unused (they verify the second source's now, or their prompts start beside such requests).
+    undrafted: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ class StepResult:
     tokens: int  # every token the target computed: prompt, decode and verified drafts
     prefill_tokens: int = 0  # of them, those in prompt chunks (such a step is not fitted in the step costs)
     scheduled: Mapping[str, int] = field(default_factory=dict)  # per request scheduled: its tokens
-    prompt_tokens: int = 0  # of them, prompt tokens (the drafter's prefill of them)
+    prompt_tokens: int = 0  # of them, prompt tokens the drafter runs over (its prefill; not an undrafted row's)
     measured: bool = True  # False: it verified and drafted nothing (a step of prompts alone)
     output_tokens: int = 0  # the tokens it sampled
     verified: Sequence[VerifiedDrafts] = ()

@@ -65,6 +65,7 @@ class SpeculationPolicy:
         self._finished: list[str] = []
         self._skipped: dict[str, int] = {}  # per request, the tokens its drafter skipped at depth 0
         self._last_mix = (0, 0)  # the last step's prompt and decode tokens
+        self._copying: frozenset[str] = frozenset()  # the last plan's requests verified with lookup drafts
         self.lookup_calibration = LookupCalibration()
         self._lookup_estimated: dict[str, float] = {}  # the last plan's lookup drafts: accepted tokens estimated
         self._survivals: dict[str, list[float]] = {}  # this plan's, per request, at every position up to K
@@ -149,31 +150,38 @@ class SpeculationPolicy:
         # Depth 0 drafts nothing: no step to overlap; nor does a step vLLM's runner will not draft after.
         parallel = self.depth > 0 and view.drafter_has_room and self.overlap.allowed(load)
         num_drafts, lookup_drafts, counts = self._num_drafts(view, parallel, whole)
-        lookup_only = self._model_drafts_unused(view, lookup_drafts, parallel)
+        unused = self._unused_model_drafts(view, lookup_drafts, parallel)
+        lookup_only = bool(unused) and unused >= {r.req_id for r in view.requests if not r.on_lane}
         if lookup_only:
             self.depth = 0
             load = Load.of(decoding, 0, *self._last_mix)
+        undrafted = frozenset() if lookup_only else unused
+        self._copying = frozenset(lookup_drafts)
         return StepPlan(self.depth, parallel, num_drafts, load, PlanCounts(
-            **counts, rechecks=rechecks, first_measurements=first, lookup_only=int(lookup_only)), lookup_drafts)
+            **counts, rechecks=rechecks, first_measurements=first, lookup_only=int(lookup_only),
+            undrafted=len(undrafted)), lookup_drafts, undrafted)
 
-    def _model_drafts_unused(self, view: StepView, lookup_drafts: dict[str, int], parallel: bool) -> bool:
-        """Whether the model drafter, which drafts after the step for every request the step runs, would
-        draft only for requests that verify the lookup source's drafts now, or whose prompts start: text that
-        repeats itself is likely to again next step, and a prompt's first drafts are not yet known to be
-        wanted (its request may copy its prompt, which a lookup source drafts from its first output token
-        on). So the drafter skips at depth 0 and catches up when next drafted (``catches_up``; its cost is
-        then weighed as any catch-up's): a request the model drafts for later pays the draft's prefill then,
-        one step later, and one that the lookup source drafts to its end never pays it (a draft model's
-        prefill of a 500-token prompt took about 4 s of 23 s for 64 tokens on the real pair, EPYC bf16,
-        2026-12-03). A request whose lookup draft misses next step verifies none of the model's that step.
-        Not in a re-check, which measures its own depth, nor where the depth is the user's or a parallel
-        step drafts for the lane."""
+    def _unused_model_drafts(self, view: StepView, lookup_drafts: dict[str, int], parallel: bool) -> frozenset[str]:
+        """The requests whose drafts the model drafter (it drafts after the step for every request the step
+        runs) would make in vain: those that verify the lookup source's drafts now (text that repeats itself
+        is likely to again next step), and, beside them or alone, those whose prompts start (a prompt's first
+        drafts are not yet known to be wanted: its request may copy its prompt, which a lookup source drafts
+        from its first output token on). Where that is every request, the step's depth is 0: the drafter
+        skips its call; else it skips their rows (worker/in_process/call_rows.py). Either way it catches
+        them up when next drafted (``catches_up``; the cost is then weighed as any catch-up's): a request the
+        model drafts for later pays the draft's prefill then, one step later, and one that the lookup source
+        drafts to its end never pays it (a draft model's prefill of a 500-token prompt took about 4 s of 23 s
+        for 64 tokens on the real pair, EPYC bf16, 2026-12-03). A request whose lookup draft misses next step
+        verifies none of the model's that step. Not in a re-check, which measures its own depth, nor where
+        the depth is the user's or a parallel step drafts for the lane."""
         if not (self.second_source and self.catches_up and self.depth > 0 and not parallel
                 and self.depths is not None and not self.depths.rechecking):
-            return False
+            return frozenset()
         running = [r for r in view.requests if not r.on_lane]
-        return (any(r.req_id in lookup_drafts or not r.decoding for r in running)
-                and all(r.req_id in lookup_drafts for r in running if r.decoding))
+        copying = [r.req_id for r in running if r.decoding and r.req_id in lookup_drafts]
+        if not copying and any(r.decoding for r in running):
+            return frozenset()
+        return frozenset(copying + [r.req_id for r in running if not r.decoding])
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts
@@ -194,7 +202,12 @@ class SpeculationPolicy:
         self._weighed_for = weighed_for
         once = 0
         if self.catches_up:
-            once = sum(self._skipped.get(r.req_id, 0) if r.decoding else r.prompt_left for r in requests)
+            # Not for a request the lookup source drafts now or drafted last, nor for prompts starting beside
+            # one: their rows are likely skipped (_unused_model_drafts). A copy of a 500-token prompt would
+            # otherwise hold the batch beside it at depth 0 for a catch-up that does not come.
+            copies = {r.req_id for r in requests if r.decoding and (r.lookup_probs or r.req_id in self._copying)}
+            once = sum(self._skipped.get(r.req_id, 0) if r.decoding else r.prompt_left for r in requests
+                       if r.req_id not in copies and (r.decoding or not copies))
         left = [r.tokens_left for r in requests]
         tokens_left = statistics.median(left)
         survivals = closing = None
@@ -331,12 +344,16 @@ class SpeculationPolicy:
 
     def _count_catch_up(self, result: StepResult) -> int:
         """The tokens a drafter that skips depth-0 calls ran its model over in the step besides the requests'
-        own: at a depth > 0, those each request skipped at depth 0 (its catch-up) and the prompt tokens (the
-        draft's prefill, the same work); at depth 0 each request's tokens are noted as skipped instead."""
+        own: at a depth > 0, those each request drafted skipped before (its catch-up) and the prompt tokens
+        (the draft's prefill, the same work); the tokens of a request not drafted (at depth 0, or an
+        undrafted row) are noted as skipped instead."""
         if not self.catches_up or self.depths is None or not self.depths.can_speculate:
             return 0
-        if result.plan.depth == 0:
-            for rid, tokens in result.scheduled.items():
+        plan = result.plan
+        caught_up = 0
+        for rid, tokens in result.scheduled.items():
+            if plan.depth == 0 or rid in plan.undrafted:
                 self._skipped[rid] = self._skipped.get(rid, 0) + tokens
-            return 0
-        return sum(self._skipped.pop(rid, 0) for rid in result.scheduled) + result.prompt_tokens
+            else:
+                caught_up += self._skipped.pop(rid, 0)
+        return 0 if plan.depth == 0 else caught_up + result.prompt_tokens

@@ -217,7 +217,8 @@ class MineDraftScheduler(Scheduler):
         after_output = (not parallel and self._first_token_early and output.num_spec_tokens_to_schedule > 0
                         and (step.prefill_tokens > 0 or self._arrivals_skip_drafting))
         self._held_drafting = after_output and self._arrivals_skip_drafting and not draft_only
-        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output)
+        undrafted = plan.undrafted.intersection(scheduled) if not parallel else frozenset()
+        return MineDraftSchedulerOutput.extend(output, sorted(draft_only), parallel, after_output, undrafted)
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)

@@ -87,6 +87,7 @@ class MineDraftRunnerMixin:
         # where the engine core takes no drafts because a request arrived, skipped by the next step.
         self._held_this_step = False
         self._step_depth = 0
+        self._undrafted: frozenset[str] = frozenset()  # this step's rows whose drafts go unused (contract.py)
         self._propose_parameters: tuple[str, ...] | None = None  # vLLM's propose_draft_token_ids
         self.draft_catch_up: DraftCatchUp | None = None
         # The n-gram drafter keeps nothing across calls (it reads the token table each time): a depth-0
@@ -157,6 +158,7 @@ class MineDraftRunnerMixin:
         self._draft_after_output = plan.drafts_after_output
         self._held_this_step = False
         self._step_depth = scheduler_output.num_spec_tokens_to_schedule
+        self._undrafted = plan.undrafted_req_ids
         if self.step_profiler is not None:
             self.step_profiler.begin(
                 len(scheduler_output.num_scheduled_tokens), len(plan.draft_only_req_ids), plan.defer_drafts
@@ -307,7 +309,7 @@ class MineDraftRunnerMixin:
     def _propose(self, args: tuple, kwargs: dict):
         if method_of(self.speculative_config).reads_batch:  # suffix decoding (suffix_batch.py)
             args, kwargs = with_batch_view(args, kwargs, self.input_batch, self.requests.keys())
-        call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth)
+        call = ProposeCall(list(self.input_batch.req_ids), args, kwargs, self._step_depth, self._undrafted)
         if self._defer_this_step:
             self.draft_source.defer(call)
         elif self._draft_after_output:

@@ -12,7 +12,8 @@ parallel steps, and each of their workloads must have run some, so none of these
 steps alone. ``minedraft_hybrid`` (suffix decoding beside the perturbed draft, hybrid/, pinned to parallel
 steps with the depth chosen by step times) samples prompts that repeat a short window, which suffix decoding
 drafts from. MineDraft's default (``minedraft_default``: mode auto, the kit's small draft) samples the
-distribution workload beside long greedy requests, with a step-cost model the test states
+distribution workload beside long greedy requests (``minedraft_default_hybrid``: the repeating prompts, with
+suffix decoding beside the draft), with a step-cost model the test states
 (tests/e2e/policy_hooks.py) under which drafting pays for the greedy requests and the sampled ones' drafts
 do not: each request's cut trims the latter. Each engine runs in
 its own subprocess (this file run as a child, :mod:`harness.child`, one engine per process, several workloads
@@ -58,7 +59,7 @@ SEED_BASES = {("target", "dist"): 10_000, ("target", "dist_control"): 20_000,
               ("stock_sd", "dist"): 30_000, ("minedraft", "dist"): 40_000, ("minedraft_process", "dist"): 50_000,
               ("minedraft_probabilistic", "dist"): 60_000, ("minedraft_default", "dist"): 70_000,
               ("target", "dist_repeat"): 80_000, ("target", "dist_repeat_control"): 90_000,
-              ("minedraft_hybrid", "dist_repeat"): 100_000}
+              ("minedraft_hybrid", "dist_repeat"): 100_000, ("minedraft_default_hybrid", "dist_repeat"): 110_000}
 # The sampling test with both draft sources (hybrid/): prompts that repeat a short window, so suffix
 # decoding finds matches to draft from, sampled deeper than DIST_MAX_TOKENS so its drafts run past K. The
 # depth chosen (``auto``), so each request's source is chosen by measured acceptance: at a fixed depth the
@@ -69,6 +70,9 @@ REPEAT_UNIT_TOKENS, REPEAT_TIMES, REPEAT_MAX_TOKENS = 5, 4, 8
 # Long greedy requests beside the default's sampled ones: drafting pays for them, so steps draft, and the
 # sampled requests' drafts are there to be cut. Their outputs are the target alone's.
 N_CARRIERS, CARRIER_MAX_TOKENS, CARRIER_MAX_SEQS = 4, 700, 16
+# The default's scenarios (stated step costs, greedy carriers): the draft model alone, and with suffix decoding
+# beside it (the sampled requests repeat their prompts: dist_repeat).
+DEFAULT_SCENARIOS = ("minedraft_default", "minedraft_default_hybrid")
 # Drafting ahead after every job (draft_ahead.py): the sampled requests verify drafts made ahead too.
 PROCESS_DRAFTER = {"drafter": "process", "drafter_device": "cpu:1", "draft_ahead": "always"}
 N_ABORT, ABORT_MAX_TOKENS, ABORTED = 14, 64, {1: 4, 4: 8, 7: 12, 10: 16}  # index -> abort after N tokens
@@ -106,8 +110,8 @@ def greedy_carriers() -> list[list[int]]:
 
 
 def mode_states_costs(mode: str) -> bool:
-    """The default's scenario runs with the step-cost model the test states (tests/e2e/policy_hooks.py)."""
-    return mode == "minedraft_default"
+    """The default's scenarios run with the step-cost model the test states (tests/e2e/policy_hooks.py)."""
+    return mode in DEFAULT_SCENARIOS
 
 
 def cuts_by_kind(record, request_ids: list[str], carrier_ids: set[str]) -> dict[str, list[int]]:
@@ -180,10 +184,10 @@ def engine_kwargs(scenario: str) -> dict:
     from modelkit import build_kit
 
     kit = build_kit()
-    mode = {"target": "no_sd", "stock_sd": "stock_sd", "minedraft_default": "minedraft_auto"}.get(
+    mode = {"target": "no_sd", "stock_sd": "stock_sd", **dict.fromkeys(DEFAULT_SCENARIOS, "minedraft_auto")}.get(
         scenario, "minedraft_parallel")
     engine = {}
-    if scenario == "minedraft_default":  # a draft smaller than the target: depths the weight bound leaves
+    if scenario in DEFAULT_SCENARIOS:  # a draft smaller than the target: depths the weight bound leaves
         speculation = Speculation(str(kit.draft_small), K)
         engine["max_num_seqs"] = CARRIER_MAX_SEQS
     elif scenario == "minedraft_ngram":
@@ -194,7 +198,7 @@ def engine_kwargs(scenario: str) -> dict:
         speculation = Speculation(str(kit.draft_perturbed), K, extra={"draft_sample_method": "probabilistic"})
     else:
         speculation = Speculation(str(kit.draft_perturbed), K)
-    settings = PROCESS_DRAFTER if "process" in scenario else HYBRID if scenario == "minedraft_hybrid" else None
+    settings = PROCESS_DRAFTER if "process" in scenario else HYBRID if scenario.endswith("hybrid") else None
     return mode_kwargs(mode, str(kit.target), speculation, max_model_len=MAX_MODEL_LEN,
                        minedraft=settings,
                        enable_chunked_prefill=True, max_num_batched_tokens=MAX_BATCHED_TOKENS,
@@ -355,7 +359,7 @@ PAIRED = {"target": {"workloads": ["stop", "dist", "dist_control", "abort_ref", 
                                "dist_repeat_control"]},
           "minedraft_async": {"timeout": 600}, "minedraft_eagle3_async": {"timeout": 600},
           "minedraft_default": {"workloads": ["dist"]}, "minedraft_ngram": {"workloads": ["ngram"]},
-          "minedraft_hybrid": {"workloads": ["dist_repeat"]},
+          "minedraft_hybrid": {"workloads": ["dist_repeat"]}, "minedraft_default_hybrid": {"workloads": ["dist_repeat"]},
           "stock_sd": {"workloads": ["stop", "dist"], "stops": True},
           "minedraft": {"workloads": ["stop", "dist"], "stops": True},
           "minedraft_probabilistic": {"workloads": ["stop", "dist"], "stops": True}}
@@ -411,6 +415,7 @@ target, stock_sd, minedraft, minedraft_process, minedraft_default, minedraft_pro
 minedraft_async, minedraft_process_async, minedraft_eagle3_async, minedraft_ngram, minedraft_hybrid = map(
     _fixture_of, ["minedraft_async", "minedraft_process_async", "minedraft_eagle3_async", "minedraft_ngram",
                   "minedraft_hybrid"])
+minedraft_default_hybrid = _fixture_of("minedraft_default_hybrid")
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:
@@ -570,21 +575,34 @@ def test_distribution_test_has_power_on_prompts_that_repeat(target):
     assert min(p_values.values()) < DIST_ALPHA / len(p_values), p_values
 
 
-def test_sampled_distribution_with_both_draft_sources_matches_target(target, minedraft_hybrid):
+@pytest.mark.parametrize("mode", ["minedraft_hybrid", "minedraft_default_hybrid"])
+def test_sampled_distribution_with_both_draft_sources_matches_target(target, mode, request):
     """Suffix decoding beside the draft model (hybrid/): a lookup draft has no probabilities (vLLM's suffix and
     n-gram drafts have none), so vLLM's rejection sampler verifies it as one token for sure, as it verifies the
-    greedy model drafts beside it in the same batch."""
-    rows = minedraft_hybrid["phases"]["dist_repeat"]
+    greedy model drafts beside it in the same batch. On pinned parallel steps, and under the default beside
+    greedy requests, where the drafter skips the rows of requests drafted by suffix decoding."""
+    rows = request.getfixturevalue(mode)["phases"]["dist_repeat"]
     assert all(len(r) == DIST_N and all(len(s["token_ids"]) == REPEAT_MAX_TOKENS for s in r) for r in rows)
     p_values = distribution_p_values(rows, target["phases"]["dist_repeat"], REPEAT_MAX_TOKENS)
     worst = min(p_values, key=p_values.get)
     assert p_values[worst] >= DIST_ALPHA / len(p_values), f"prompt/position {worst}: p = {p_values[worst]:.2e}"
 
 
-def test_both_draft_sources_drafted_the_sampled_requests(minedraft_hybrid):
-    m = minedraft_hybrid["metrics"]["dist_repeat"]
+@pytest.mark.parametrize("mode", ["minedraft_hybrid", "minedraft_default_hybrid"])
+def test_both_draft_sources_drafted_the_sampled_requests(mode, request):
+    m = request.getfixturevalue(mode)["metrics"]["dist_repeat"]
     assert m.get("minedraft:lookup_requests", 0) > 0 and m.get("minedraft:lookup_accepted", 0) > 0, m
     assert m["vllm:spec_decode_num_draft_tokens"] > m["minedraft:lookup_drafts"], m  # the model's drafts too
+
+
+def test_the_drafter_skipped_the_rows_of_requests_drafted_by_suffix_decoding(minedraft_default_hybrid):
+    """Under the default, steps where some requests verified suffix drafts and the greedy ones the model's: the
+    model drafter drafted after them for the latter alone (policy ``_unused_model_drafts``,
+    worker/in_process/call_rows.py), and caught the others up when next drafted (the greedy requests' outputs
+    are the target alone's: test_the_greedy_requests_..., the sampled ones' distribution above)."""
+    m = minedraft_default_hybrid["metrics"]["dist_repeat"]
+    assert m.get("minedraft:undrafted_requests", 0) > 0, m
+    assert m.get("minedraft:lookup_only_steps", 0) < m["minedraft:fallback_steps"], m
 
 
 def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_default):
@@ -600,8 +618,9 @@ def test_each_request_s_cut_trimmed_the_sampled_requests_drafts(minedraft_defaul
     assert sampled[3] / sampled[2] > 2 * carriers[3] / carriers[2], cuts  # steps cut, of steps with drafts
 
 
-def test_the_greedy_requests_beside_the_sampled_ones_are_the_target_alone_s(target, minedraft_default):
-    diff = differences(minedraft_default["phases"]["carriers"], target["phases"]["carriers"])
+@pytest.mark.parametrize("mode", DEFAULT_SCENARIOS)
+def test_the_greedy_requests_beside_the_sampled_ones_are_the_target_alone_s(target, mode, request):
+    diff = differences(request.getfixturevalue(mode)["phases"]["carriers"], target["phases"]["carriers"])
     assert not diff, "; ".join(diff)
 
 

@@ -28,6 +28,10 @@ A call at depth > 0 is skipped the same way when a new request arrives while its
 runs (``InProcessDraftSource._skip_held``): its drafts are then never made, and the rows
 of its hidden states past a request's accepted tokens (the rejected drafts') are not kept.
 
+Rows of a call at depth > 0 are skipped the same way where the step does not want their
+drafts (a second source drafts those requests: hybrid/); the call runs for the other rows
+(``call_rows.py``).
+
 One gap is known: a prompt block computed while its request skipped, and cached
 for prefix sharing, keeps stale draft KV if that request ends before it resumes;
 a later request that hits the block drafts worse there (never a wrong token).
@@ -35,7 +39,7 @@ a later request that hits the block drafts worse there (never a wrong token).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +78,7 @@ class DraftCatchUp:
         self.hidden: dict[str, list[torch.Tensor]] = {}  # request id -> hidden states from ``behind`` on
         self.hidden_bytes = 0
         self.skipped_calls = 0
+        self.skipped_rows = 0  # rows skipped in calls that ran for the others
         self.caught_up_tokens = 0
 
     def can_skip(self, kwargs: dict) -> bool:
@@ -81,22 +86,28 @@ class DraftCatchUp:
         rows, a verifying call's rejected drafts' too) fit ``max_hidden_bytes``."""
         return not self.keeps_hidden_states or self.hidden_bytes + self._hidden_nbytes(kwargs) <= self.max_hidden_bytes
 
-    def skip(self, call: ProposeCall) -> list[list[int]] | None:
+    def skip(self, call: ProposeCall, rows: Sequence[int] | None = None) -> list[list[int]] | None:
         """A call not run (at depth 0, or held and its drafts not taken): no drafts, one empty list per
         request, as vLLM's runner takes them from its host-side drafters (an empty tensor would cost a
         device-to-host copy every step); None where the call must run (its hidden states would exceed
-        ``max_hidden_bytes``)."""
+        ``max_hidden_bytes``). With ``rows``, only those rows are skipped (their drafts unused: the rest of
+        the call runs, call_rows.py)."""
         if not self.can_skip(call.kwargs):
             return None
-        rows = self._hidden_rows(call) if self.keeps_hidden_states else None
-        if rows is not None:
-            self.hidden_bytes += sum(h.numel() * h.element_size() for h in rows)
-        for row, req_id in enumerate(call.req_ids):
+        hidden = self._hidden_rows(call) if self.keeps_hidden_states else None
+        skipped = range(len(call.req_ids)) if rows is None else rows
+        for row in skipped:
+            req_id = call.req_ids[row]
             if req_id not in self.behind:
                 self.behind[req_id] = self.computed(row)
-            if rows is not None:
-                self.hidden.setdefault(req_id, []).append(rows[row])
-        self.skipped_calls += 1
+            if hidden is not None:
+                kept = hidden[row] if rows is None else hidden[row].clone()  # not a view keeping the others' rows
+                self.hidden.setdefault(req_id, []).append(kept)
+                self.hidden_bytes += kept.numel() * kept.element_size()
+        if rows is None:
+            self.skipped_calls += 1
+        else:
+            self.skipped_rows += len(rows)
         return [[] for _ in call.req_ids]
 
     def release(self, req_ids: set[str]) -> None:
@@ -105,10 +116,11 @@ class DraftCatchUp:
             self.behind.pop(req_id, None)
             self._drop_hidden(req_id)
 
-    def calls_before(self, call: ProposeCall) -> Iterator[ProposeCall]:
-        """The depth-0 passes that feed the requests of ``call`` what their draft skipped."""
+    def calls_before(self, call: ProposeCall, rows: Sequence[int] | None = None) -> Iterator[ProposeCall]:
+        """The depth-0 passes that feed the requests of ``call`` (of its ``rows``) what their draft skipped."""
         spans = []
-        for row, req_id in enumerate(call.req_ids):
+        for row in range(len(call.req_ids)) if rows is None else rows:
+            req_id = call.req_ids[row]
             start = self.behind.pop(req_id, None)
             hidden = self._take_hidden(req_id)
             end = self.computed(row)

@@ -23,6 +23,8 @@ captured. A call held to be drafted after the step's outputs (``hold``) is caugh
 then too, and a held call the engine core took no drafts of (a request arrived while
 its step ran) is skipped as a depth-0 call is. A ``stateless_drafter``
 (n-gram) is not called at depth 0: its answer is empty, and there is nothing to catch up.
+Where a step does not want some rows' drafts (a second source drafts them, hybrid/), a
+call drafted now skips those rows the same way and runs for the others (``call_rows.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import torch
 
 from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
 from minedraft.log import get_logger
+from minedraft.worker.in_process.call_rows import call_rows, cuttable
 from minedraft.worker.in_process.draft_catch_up import DraftCatchUp
 from minedraft.worker.in_process.draft_job import DraftJob, as_lists, snapshot_nbytes
 from minedraft.worker.in_process.draft_probs import DraftProbs
@@ -81,8 +84,7 @@ class InProcessDraftSource(DraftSource):
         skipped = self._skip(call)
         if skipped is not None:
             return skipped
-        self._feed_skipped(call)
-        return self._propose_now(call)
+        return self._draft_wanted_rows(call)
 
     def _hold(self, call: ProposeCall) -> ProposeCall:
         """The call itself, drafted after the outputs (its catch-up first). Its inputs are not copied,
@@ -109,8 +111,7 @@ class InProcessDraftSource(DraftSource):
         with torch.inference_mode():
             drafts = self._skip(call)
             if drafts is None:
-                self._feed_skipped(call)
-                drafts = self._bounded(lambda: self._propose_now(call))()
+                drafts = self._bounded(lambda: self._draft_wanted_rows(call))()
         return MineDraftDraftTokenIds(call.req_ids, as_lists(drafts))
 
     def _release(self, req_ids) -> None:
@@ -137,10 +138,28 @@ class InProcessDraftSource(DraftSource):
             return [[] for _ in call.req_ids]
         return None
 
-    def _feed_skipped(self, call: ProposeCall) -> None:
+    def _draft_wanted_rows(self, call: ProposeCall) -> Any:
+        """``call`` drafted now, its requests caught up first; rows whose drafts the step does not want
+        (``call.undrafted``) skipped where the catch-up can (call_rows.py), their drafts empty."""
+        rows = range(len(call.req_ids))
+        unwanted = [row for row in rows if call.req_ids[row] in call.undrafted]
+        if (not unwanted or self.catch_up is None or self.draft_probs is not None or not cuttable(call)
+                or self.catch_up.skip(call, unwanted) is None):
+            self._feed_skipped(call)
+            return self._propose_now(call)
+        wanted = [row for row in rows if call.req_ids[row] not in call.undrafted]
+        if not wanted:
+            return [[] for _ in rows]
+        self._feed_skipped(call, wanted)
+        drafts = [[] for _ in rows]
+        for row, own in zip(wanted, as_lists(self._propose_now(call_rows(call, wanted)))):
+            drafts[row] = own
+        return drafts
+
+    def _feed_skipped(self, call: ProposeCall, rows: list[int] | None = None) -> None:
         if self.catch_up is None:
             return
-        for catch_up in self.catch_up.calls_before(call):
+        for catch_up in self.catch_up.calls_before(call, rows):
             self._propose_now(catch_up)
             if not self._caught_up_once:
                 self._caught_up_once = True

@@ -9,10 +9,12 @@ from benchmarks import real_pair
 PHASES = [("steady", "code", n) for n in real_pair.STEADY] + [("moving", t, n) for n, t in real_pair.MOVING]
 
 
-def samples(seconds, rounds=(0, 1)):
-    """Every engine of groups A, B and C, each phase 64 tokens a request in ``seconds(engine, phase)``."""
+def samples(seconds, rounds=(0, 1), groups=None):
+    """Every engine of ``groups`` (by name; A, B and C of real_pair.GROUPS), each phase 64 tokens a request in
+    ``seconds(engine, phase)``."""
+    groups = groups or {g: real_pair.GROUPS[g] for g in "ABC"}
     out = []
-    for engine in [e for group in "ABC" for e in real_pair.GROUPS[group]]:
+    for engine in [e for group in groups.values() for e in group]:
         for r in rounds:
             for i, (part, text, n) in enumerate(PHASES):
                 out.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
@@ -46,13 +48,7 @@ def test_with_the_default_as_twin_its_ratio_to_a_static_engine_is_read_inside_th
         return slow * {"stock_sd_k3": 0.5, "minedraft_auto": 0.7, "minedraft_auto_B": 0.55,
                        "minedraft_auto_C": 0.9}.get(engine, 1.0)
 
-    out = []
-    for engine in [e for g in "ABC" for e in groups[g]]:
-        for r in (0, 1):
-            for i, (part, text, n) in enumerate(PHASES):
-                out.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
-                            "generated_tokens": 64 * n, "elapsed_s": seconds(engine, i)})
-    summary = real_pair.summarize(out)
+    summary = real_pair.summarize(samples(seconds, groups=groups))
     for row in summary["steady"].values():
         assert row["best_static"] == ["stock_sd_k3"] * 2
         assert row["auto_vs_best_static"] == pytest.approx(0.5 / 0.55)
@@ -92,13 +88,7 @@ def test_vllm_s_depth_table_is_a_row_to_compare_never_the_best_static_choice():
         slow = 2.0 if engine in real_pair.GROUPS["E"] else 1.0
         return slow * {"vllm_depth_table": 0.25, "minedraft_auto": 0.8}.get(engine, 1.0)
 
-    both = samples(seconds)
-    for engine in real_pair.GROUPS["E"]:
-        for r in (0, 1):
-            for i, (part, text, n) in enumerate(PHASES):
-                both.append({"engine": engine, "round": r, "phase": i, "part": part, "text": text, "requests": n,
-                             "generated_tokens": 64 * n, "elapsed_s": seconds(engine, i)})
-    summary = real_pair.summarize(both)
+    summary = real_pair.summarize(samples(seconds, groups={g: real_pair.GROUPS[g] for g in "ABCE"}))
     for row in summary["steady"].values():
         assert row["tok_s"]["vllm_depth_table"] == pytest.approx(4 * row["tok_s"]["no_sd"])
         assert "vllm_depth_table" not in row["best_static"]

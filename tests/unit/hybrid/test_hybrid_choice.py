@@ -167,10 +167,35 @@ def test_the_model_drafter_skips_a_step_whose_every_request_verifies_suffix_draf
     assert plan.lookup_drafts == {"b": 8} and plan.depth > 0  # "a" missed: the model drafts it again
 
 
-def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts():
+def test_the_model_drafter_runs_where_a_request_of_the_step_verifies_its_drafts_and_skips_the_others_rows():
+    """"open" verifies the model's drafts: the drafter runs, for "open" alone; "a" (suffix drafts) and "new"
+    (a prompt beside it) are undrafted, their tokens noted as skipped and weighed when next drafted."""
     policy = _catching_up_policy()
     plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _starting("new")))
     assert plan.lookup_drafts == {"a": 8} and plan.depth > 0
+    assert plan.undrafted == {"a", "new"} and plan.counts.undrafted == 2
+    policy.observe(StepResult(plan, num_decoding=2, tokens=9 + 4 + 500, scheduled={"a": 9, "open": 4, "new": 500},
+                              prompt_tokens=0))
+    assert policy._skipped == {"a": 9, "new": 500}
+
+
+def test_what_a_copying_request_skipped_is_not_weighed_as_a_catch_up_of_the_step_beside_it():
+    """"new" copies its 900-token prompt: its draft prefill, skipped beside "a", would cost a catch-up only
+    if the model drafted for it, which it does not while suffix decoding drafts it; the depth for "open"
+    weighs none of it (it held such batches at depth 0)."""
+    policy = _catching_up_policy()
+    weighed, depth = [], policy.depths.depth
+    policy.depths.depth = lambda *args, **kwargs: weighed.append(kwargs["catch_up"]) or depth(*args, **kwargs)
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _starting("new", 900)))
+    policy.observe(StepResult(plan, num_decoding=2, tokens=913, scheduled={"a": 9, "open": 4, "new": 900}))
+    assert policy._skipped == {"a": 9, "new": 900}
+    policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _decoding("new", 0, (1.0,) * 8)))
+    assert weighed == [0, 0]
+
+
+def test_no_row_is_undrafted_where_no_request_verifies_lookup_drafts():
+    plan = _catching_up_policy().plan(_view(_decoding("open"), _starting("new")))
+    assert plan.depth > 0 and plan.undrafted == frozenset()
 
 
 @pytest.mark.parametrize("others", [[], [_decoding("a", suffix=(1.0,) * 8)]])

@@ -301,3 +301,67 @@ def test_a_skipped_depth_0_call_that_verified_drafts_keeps_no_eagle3_row_of_a_re
     assert [len(r) for r in rows] == [starts[1] - 2, starts[2] - starts[1] - 1]
     assert all((r[:, :hidden.shape[1]] != -9.0).all() for r in rows)  # no rejected draft's row kept
     assert all(r.shape[1] == 2 * hidden.shape[1] for r in rows)  # the layers joined
+
+
+class RowDraftModel(FakeDraftModel):
+    """Drafts, for each row, its next token + 1, + 2, ...: a row's drafts say whose they are."""
+
+    def propose(self, **kw):
+        super().propose(**kw)
+        return kw["next_token_ids"].long()[:, None] + torch.arange(1, kw["num_speculative_tokens"] + 1)
+
+
+def test_rows_whose_drafts_go_unused_are_skipped_and_caught_up_while_the_others_draft():
+    """A source drafting now skips the rows the step names undrafted (a second source drafts them) and
+    drafts the others' rows alone: their drafts are those the whole call gives them, the undrafted rows
+    get none, and once every row is drafted again the draft KV is that of running every forward."""
+    from minedraft.worker.in_process.in_process_source import InProcessDraftSource
+    from minedraft.worker.in_process.lanes import InlineLane
+
+    undrafted = [set(), {"a"}, {"a", "c"}, {"b"}, {"a", "b", "c"}, set(), {"c"}, set()]
+    whole_batch, every = Batch({"a": 13, "b": 3, "c": 30}), RowDraftModel()
+    batch, model = Batch({"a": 13, "b": 3, "c": 30}), RowDraftModel()
+    catch_up = batch.catch_up(model)
+    source = InProcessDraftSource(model.propose, InlineLane(), capture_max_mib=64.0, before_run=lambda *_: None,
+                                  on_captured=lambda _: None, catch_up=catch_up)
+    for skip in undrafted:
+        whole = whole_batch.step(["a", "b", "c"], 2, 5)
+        expected = every.propose(**whole.kwargs).tolist()
+        whole_batch.advance(whole)
+        call = batch.step(["a", "b", "c"], 2, 5)
+        drafts = source.draft_now(ProposeCall(call.req_ids, (), call.kwargs, 2, frozenset(skip)))
+        assert [list(d) for d in drafts] == [[] if rid in skip else expected[row]
+                                             for row, rid in enumerate(call.req_ids)]
+        batch.advance(call)
+    assert model.kv == every.kv
+    assert catch_up.skipped_rows == sum(map(len, undrafted)) and catch_up.caught_up_tokens > 0
+    assert not catch_up.behind
+
+
+def test_a_call_cut_to_rows_keeps_each_row_s_inputs_in_a_padded_drafter_batch():
+    """vLLM's padded drafter batch: each row's query holds its rejected drafts' slots, its sampled index
+    points into the flat tokens, its rejected count rides along. Cut to rows 2 and 0, each input is that
+    row's, the sampled indices renumbered to the same tokens."""
+    from minedraft.worker.in_process.call_rows import call_rows
+
+    batch = Batch({"a": 4, "b": 6, "c": 5})
+    call = with_rejected_drafts(batch.step(["a", "b", "c"], 3, 8), [1, 0, 2])
+    kw = call.kwargs
+    cad = kw["common_attn_metadata"]
+    starts = cad.query_start_loc_cpu.tolist()
+    n = starts[-1]
+    kw = {**kw, "target_token_ids": torch.arange(100, 100 + n), "target_positions": torch.arange(n),
+          "token_indices_to_sample": torch.tensor([starts[1] - 2, starts[2] - 1, starts[3] - 3]),
+          "next_token_ids": torch.tensor([7, 8, 9])}
+    cad.slot_mapping = torch.arange(1000, 1000 + n)
+    cut = call_rows(ProposeCall(call.req_ids, (), kw, 3), [2, 0]).kwargs
+    ccad = cut["common_attn_metadata"]
+    assert ccad.num_reqs == 2 and ccad.query_start_loc_cpu.tolist() == [0, starts[3] - starts[2],
+                                                                        starts[3] - starts[2] + starts[1]]
+    assert cut["target_token_ids"].tolist() == [*range(100 + starts[2], 100 + n), *range(100, 100 + starts[1])]
+    assert ccad.slot_mapping.tolist() == [t + 900 for t in cut["target_token_ids"].tolist()]
+    assert cut["target_token_ids"][cut["token_indices_to_sample"]].tolist() == [100 + n - 3, 100 + starts[1] - 2]
+    assert cut["next_token_ids"].tolist() == [9, 7] and cut["num_rejected_tokens_gpu"].tolist() == [2, 1]
+    assert ccad.seq_lens.tolist() == cad.seq_lens[[2, 0]].tolist()
+    assert torch.equal(ccad.block_table_tensor, cad.block_table_tensor[[2, 0]])
+    assert torch.equal(cut["target_hidden_states"], kw["target_hidden_states"][cut["target_positions"]])

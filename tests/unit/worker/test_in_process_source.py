@@ -216,11 +216,11 @@ class FakeCatchUp:
         self.log, self.fits = log, fits
         self.skipped_calls = self.caught_up_tokens = 0
 
-    def skip(self, call):
+    def skip(self, call, rows=None):
         self.log.append(f"catch-up: skip {call.req_ids}")
         return [[] for _ in call.req_ids] if self.fits else None
 
-    def calls_before(self, call):
+    def calls_before(self, call, rows=None):
         self.log.append(f"catch-up: feed {call.req_ids}")
         yield ProposeCall(call.req_ids, (call.args[0] - 1,), {}, depth=0)
 
