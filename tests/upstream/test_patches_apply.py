@@ -209,7 +209,7 @@ def test_0006_cpu_expand_fills_float32_and_int32_outputs(tree, dtype, request):
 
 
 def test_0007_scheduler_output_carries_the_lane_plan(patched):
-    """The three fields of MineDraftSchedulerOutput, with its defaults: the subclass could go."""
+    """The four fields of MineDraftSchedulerOutput, with its defaults: the subclass could go."""
     import dataclasses
 
     from vllm.v1.core.sched.output import SchedulerOutput
@@ -218,15 +218,16 @@ def test_0007_scheduler_output_carries_the_lane_plan(patched):
 
     output = load(patched, "vllm/v1/core/sched/output.py", "patched_vllm_v1_core_sched_output")
     empty = output.SchedulerOutput.make_empty()
-    assert (empty.defer_drafts, empty.draft_only_req_ids, empty.drafts_after_output) == (False, [], False)
+    assert ((empty.defer_drafts, empty.draft_only_req_ids, empty.drafts_after_output, empty.undrafted_req_ids)
+            == (False, [], False, frozenset()))
     added = {f.name for f in dataclasses.fields(output.SchedulerOutput)} - {
         f.name for f in dataclasses.fields(SchedulerOutput)}
     ours = {f.name for f in dataclasses.fields(MineDraftSchedulerOutput)} - {
         f.name for f in dataclasses.fields(SchedulerOutput)}
-    assert added == ours == {"defer_drafts", "draft_only_req_ids", "drafts_after_output"}
+    assert added == ours == {"defer_drafts", "draft_only_req_ids", "drafts_after_output", "undrafted_req_ids"}
     plain = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False)
-    assert ((plain.defer_drafts, plain.draft_only_req_ids, plain.drafts_after_output)
-            == (empty.defer_drafts, empty.draft_only_req_ids, empty.drafts_after_output))
+    assert ((plain.defer_drafts, plain.draft_only_req_ids, plain.drafts_after_output, plain.undrafted_req_ids)
+            == (empty.defer_drafts, empty.draft_only_req_ids, empty.drafts_after_output, empty.undrafted_req_ids))
 
 
 def _run_session(scheduler_module, request_module, tmp_path, kept: int | None) -> list[int]:
