@@ -122,7 +122,7 @@ class ProposeCall:
     # model and ngram drafters but not to a custom_class one such as the process drafter.
     depth: int
     # Rows whose drafts the step does not want (MineDraftSchedulerOutput.undrafted_req_ids): a source that
-    # catches up may skip them.
+    # drafts a request later from every token it gained may skip them (config/idle_drafter.py's skips_rows).
     undrafted: frozenset[str] = frozenset()
 
 

@@ -13,7 +13,7 @@ model drafter drafts after the step for every request it ran (vLLM's runner draf
 those whose drafts would go unused: requests that verified lookup drafts now, and prompts starting beside
 them. Where that is every request the policy sets the step's depth to 0, which a drafter that catches up
 skips; else the in-process drafter skips their rows (policy/policy.py ``_unused_model_drafts``,
-worker/in_process/call_rows.py). The process drafter drafts every row."""
+worker/in_process/call_rows.py), and the process drafter's job leaves them out, as at depth 0."""
 
 from __future__ import annotations
 

@@ -48,13 +48,16 @@ DEPTH_CONTROLS = ("fixed", "drafted", "verified")
 class SpeculationPolicy:
     def __init__(self, max_depth: int, *, mode: str = "auto", dedicated: bool = False,
                  depth_control: str = "fixed", per_request: bool = True, draft_cost: float | None = None,
-                 catches_up: bool = False, spec_max_len: int | None = None, second_source: bool = False,
-                 tuning: Tuning = TUNING, log: Callable[[str], None] | None = None) -> None:
+                 catches_up: bool = False, skips_rows: bool | None = None, spec_max_len: int | None = None,
+                 second_source: bool = False, tuning: Tuning = TUNING,
+                 log: Callable[[str], None] | None = None) -> None:
         if depth_control not in DEPTH_CONTROLS:
             raise ValueError(f"depth_control must be one of {', '.join(DEPTH_CONTROLS)}, got {depth_control!r}")
         self.max_depth = max_depth
         self.depth_control = depth_control
         self.catches_up = catches_up  # the drafter skips depth-0 calls and catches up (config/idle_drafter.py)
+        # It can leave rows of a call undrafted (config/idle_drafter.py): one that catches up, the process drafter.
+        self.skips_rows = catches_up if skips_rows is None else skips_rows
         self.second_source = second_source  # a lookup source drafts beside the model drafter (hybrid/)
         self.limits = RequestLimits(max_depth, spec_max_len)
         self.overlap = OverlapChoice(mode, dedicated, tuning, on_change=log)
@@ -80,7 +83,7 @@ class SpeculationPolicy:
     @classmethod
     def for_engine(cls, vllm_config: Any, settings: MineDraftSettings, max_depth: int, has_depth_table: bool,
                    catches_up: bool, spec_max_len: int | None, log: Callable[[str], None],
-                   second_source: bool = False) -> SpeculationPolicy:
+                   second_source: bool = False, skips_rows: bool | None = None) -> SpeculationPolicy:
         """The policy of an engine, with one INFO line for each choice its configuration makes."""
         spec = vllm_config.speculative_config
         if spec_max_len is not None and max_depth > 0:
@@ -91,8 +94,8 @@ class SpeculationPolicy:
         if settings.mode == "auto" and not dedicated and max_depth > 0:
             log(f"MineDraft auto: the drafter shares the target's hardware ({where}): steps run as plain "
                 "speculative decoding (parallel steps pay where the drafter has hardware of its own).")
-        common = dict(mode=settings.mode, dedicated=dedicated, catches_up=catches_up, spec_max_len=spec_max_len,
-                      second_source=second_source, log=log)
+        common = dict(mode=settings.mode, dedicated=dedicated, catches_up=catches_up, skips_rows=skips_rows,
+                      spec_max_len=spec_max_len, second_source=second_source, log=log)
         control = settings.depth_control(has_depth_table)
         if control not in ("auto", "step") or settings.mode == "stock" or max_depth == 0:
             if has_depth_table and settings.mode == "auto":
@@ -167,14 +170,15 @@ class SpeculationPolicy:
         is likely to again next step), and, beside them or alone, those whose prompts start (a prompt's first
         drafts are not yet known to be wanted: its request may copy its prompt, which a lookup source drafts
         from its first output token on). Where that is every request, the step's depth is 0: the drafter
-        skips its call; else it skips their rows (worker/in_process/call_rows.py). Either way it catches
-        them up when next drafted (``catches_up``; the cost is then weighed as any catch-up's): a request the
-        model drafts for later pays the draft's prefill then, one step later, and one that the lookup source
-        drafts to its end never pays it (a draft model's prefill of a 500-token prompt took about 4 s of 23 s
-        for 64 tokens on the real pair, EPYC bf16, 2026-12-03). A request whose lookup draft misses next step
+        skips its call; else it skips their rows (worker/in_process/call_rows.py; the process drafter's job
+        leaves them out). Either way it drafts them later from every token they gained (``skips_rows``; where
+        it catches up, the cost is weighed as any catch-up's): a request the model drafts for later pays the
+        draft's prefill then, one step later, and one that the lookup source drafts to its end never pays it
+        (a draft model's prefill of a 500-token prompt took about 4 s of 23 s for 64 tokens on the real pair,
+        EPYC bf16, 2026-12-03). A request whose lookup draft misses next step
         verifies none of the model's that step. Not in a re-check, which measures its own depth, nor where
         the depth is the user's or a parallel step drafts for the lane."""
-        if not (self.second_source and self.catches_up and self.depth > 0 and not parallel
+        if not (self.second_source and self.skips_rows and self.depth > 0 and not parallel
                 and self.depths is not None and not self.depths.rechecking):
             return frozenset()
         running = [r for r in view.requests if not r.on_lane]

@@ -42,7 +42,7 @@ from vllm.v1.outputs import DraftTokenIds
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.spec_decode.metrics import SpecDecodingStats
 
-from minedraft.config.idle_drafter import catches_up
+from minedraft.config.idle_drafter import catches_up, skips_rows
 from minedraft.config.methods import method_of
 from minedraft.config.settings import MineDraftSettings
 from minedraft.contract import MineDraftDraftTokenIds, MineDraftSchedulerOutput
@@ -97,7 +97,8 @@ class MineDraftScheduler(Scheduler):
             self.speculation = SpeculationPolicy.for_engine(
                 self.vllm_config, self.settings, self.num_spec_tokens, self.dynamic_sd_lookup is not None,
                 self._drafter_catches_up, speculative_max_len(self.vllm_config), logger.info,
-                second_source=self._lookup is not None)
+                second_source=self._lookup is not None,
+                skips_rows=skips_rows(spec, self.settings, self.vllm_config.model_config.uses_mrope))
             if self.speculation.depth_control == "drafted":
                 self.dynamic_sd_lookup = ChosenDepth(lambda: self.speculation.depth)
 

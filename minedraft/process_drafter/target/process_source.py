@@ -29,7 +29,8 @@ class ProcessDrafterSource(DraftSource):
         self._sent: tuple[ProcessDrafterJob, int | None] | None = None  # the running job and its id
 
     def _prepare(self, call: ProposeCall) -> ProcessDrafterJob:
-        return self.proposer.prepare(call.req_ids, call.depth, *call.args, **call.kwargs)
+        return self.proposer.prepare(call.req_ids, call.depth, *call.args, undrafted=call.undrafted,
+                                     **call.kwargs)
 
     def draft_now(self, call: ProposeCall) -> list[list[int]]:
         # Prepared before the running job is joined, the order the runner has always had: a resync

@@ -168,10 +168,11 @@ class ProcessDrafterProposer:
         self.context.add(entries, rows)
 
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
-                token_ids_cpu, **_: Any) -> ProcessDrafterJob:
+                token_ids_cpu, *, undrafted: frozenset[str] = frozenset(), **_: Any) -> ProcessDrafterJob:
         """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
         ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
         releases: the draft engine's sessions take the tokens they missed with the next job that drafts.
+        ``undrafted``: rows whose drafts the step does not want (contract.py), left out as at depth 0.
         A DFlash draft's job carries no tokens but the one each row drafts after; its context rows
         (``add_context``) go with whichever job is sent next, at any depth."""
         drafted, updates, next_tokens = [], [], []
@@ -179,7 +180,8 @@ class ProcessDrafterProposer:
             length = int(num_tokens_no_spec[row])
             # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
             # or where k more tokens would pass the model length.
-            if depth == 0 or not sampled_token_ids[row] or length + self.k > self.max_model_len:
+            if (depth == 0 or req_id in undrafted or not sampled_token_ids[row]
+                    or length + self.k > self.max_model_len):
                 continue
             if self.context is not None:  # no token history: the context came with add_context
                 if req_id not in self.context.lost:

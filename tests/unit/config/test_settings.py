@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from scheduler_harness import engine_args, make_scheduler
 
 from minedraft.config.errors import MineDraftConfigError
+from minedraft.config.idle_drafter import skips_rows
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
@@ -117,6 +120,19 @@ def test_bad_drafter_settings_are_one_line(env, message):
 ])
 def test_who_chooses_the_speculation_depth(given, has_table, control):
     assert MineDraftSettings.parse({CONFIG_KEY: given}, environ={}).depth_control(has_table) == control
+
+
+@pytest.mark.parametrize(("given", "method", "skips"), [
+    ({}, "draft_model", True),  # in process, it catches up
+    ({"idle_drafter": "run"}, "draft_model", False),  # it drafts every call: it would miss a skipped row's tokens
+    # The process drafter: its engine's sessions take the missed tokens with the next job.
+    ({"drafter": "process", "drafter_device": "cpu:1"}, "draft_model", True),
+    ({}, "ngram", False),  # no model: nothing to skip, nothing to catch up
+])
+def test_which_drafters_may_leave_rows_of_a_call_undrafted(given, method, skips):
+    settings = MineDraftSettings.parse({CONFIG_KEY: given}, environ={})
+    assert skips_rows(SimpleNamespace(method=method), settings, uses_mrope=False) is skips
+    assert skips_rows(None, settings, uses_mrope=False) is False
 
 
 def test_idle_drafter_setting():

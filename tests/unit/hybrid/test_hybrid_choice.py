@@ -193,6 +193,20 @@ def test_what_a_copying_request_skipped_is_not_weighed_as_a_catch_up_of_the_step
     assert weighed == [0, 0]
 
 
+@pytest.mark.parametrize("skips_rows", [True, False])
+def test_the_process_drafter_leaves_the_rows_out_and_no_catch_up_is_weighed(skips_rows):
+    """The process drafter does not catch up in this process: its engine's sessions take a request's missed
+    tokens with its next job (skips_rows), so "a" and "new" are undrafted and nothing is noted as skipped here;
+    a drafter that can do neither drafts every row."""
+    policy = SpeculationPolicy(3, depth_control="drafted", draft_cost=0.3, catches_up=False, skips_rows=skips_rows,
+                               second_source=True)
+    plan = policy.plan(_view(_decoding("a", suffix=(1.0,) * 8), _decoding("open"), _starting("new")))
+    assert plan.lookup_drafts == {"a": 8} and plan.depth > 0
+    assert plan.undrafted == ({"a", "new"} if skips_rows else frozenset())
+    policy.observe(StepResult(plan, num_decoding=2, tokens=9 + 4 + 500, scheduled={"a": 9, "open": 4, "new": 500}))
+    assert policy._skipped == {}
+
+
 def test_no_row_is_undrafted_where_no_request_verifies_lookup_drafts():
     plan = _catching_up_policy().plan(_view(_decoding("open"), _starting("new")))
     assert plan.depth > 0 and plan.undrafted == frozenset()

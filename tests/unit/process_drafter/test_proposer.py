@@ -84,6 +84,22 @@ def test_jobs_carry_the_steps_depth_and_depth_0_sends_nothing_until_the_next_dra
     assert job.message() == {"release": [], "updates": [("a", 3, [8, 9])], "draft": ["a"], "k": 2}
 
 
+def test_undrafted_rows_are_left_out_and_their_tokens_go_with_the_next_job_that_drafts_them():
+    """The hybrid's undrafted requests (contract.ProposeCall.undrafted): "a" verifies suffix drafts, so the
+    job drafts "b" alone; when "a" is drafted again its update carries every token it gained meanwhile."""
+    client = FakeClient()
+    proposer = fake_proposer(client)
+    req_ids, lengths, token_ids = batch({"a": [1, 2, 3], "b": [7, 8]})
+    proposer.round_trip(proposer.prepare(req_ids, 3, [[3], [8]], lengths, token_ids))
+    req_ids, lengths, token_ids = batch({"a": [1, 2, 3, 4, 5, 6], "b": [7, 8, 9]})
+    job = proposer.prepare(req_ids, 3, [[4, 5, 6], [9]], lengths, token_ids, undrafted=frozenset({"a"}))
+    assert job.message() == {"release": [], "updates": [("b", 2, [9])], "draft": ["b"], "k": 3}
+    assert proposer.round_trip(job) == MineDraftDraftTokenIds(["a", "b"], [[], [10, 11, 12]])
+    req_ids, lengths, token_ids = batch({"a": [1, 2, 3, 4, 5, 6, 7], "b": [7, 8, 9, 10]})
+    job = proposer.prepare(req_ids, 3, [[7], [10]], lengths, token_ids)
+    assert job.updates == [("a", 3, [4, 5, 6, 7]), ("b", 3, [10])]
+
+
 class FakeDFlashClient:
     """A DFlash draft engine's replies: drafts are the next token + 1..3; ``lose``: reported lost."""
 
