@@ -175,9 +175,9 @@ class SpeculationPolicy:
         it catches up, the cost is weighed as any catch-up's): a request the model drafts for later pays the
         draft's prefill then, one step later, and one that the lookup source drafts to its end never pays it
         (a draft model's prefill of a 500-token prompt took about 4 s of 23 s for 64 tokens on the real pair,
-        EPYC bf16, 2026-12-03). A request whose lookup draft misses next step
-        verifies none of the model's that step. Not in a re-check, which measures its own depth, nor where
-        the depth is the user's or a parallel step drafts for the lane."""
+        EPYC bf16, 2026-12-03). A request whose lookup draft misses next step verifies none of the model's
+        that step. Not in a re-check, which measures its own depth, nor where the depth is the user's or a
+        parallel step drafts for the lane."""
         if not (self.second_source and self.skips_rows and self.depth > 0 and not parallel
                 and self.depths is not None and not self.depths.rechecking):
             return frozenset()
