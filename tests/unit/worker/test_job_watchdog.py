@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from minedraft.worker.in_process.job_watchdog import JobWatchdog
 
@@ -36,3 +37,22 @@ def test_a_job_that_returns_disarms_the_bound_and_keeps_its_result_and_errors():
     except ValueError as e:
         assert str(e) == "drafter error"
     assert watchdog._deadline is None
+
+
+def test_the_bound_is_never_cut_short_and_arming_wakes_no_thread():
+    """Arming only writes the deadline (a notify each arming took the GIL from the drafting thread): the
+    watchdog's thread finds each deadline on its own, and acts no earlier than it."""
+    ended_at: list[float] = []
+    ended = threading.Event()
+    watchdog = JobWatchdog(0.2, "rank 0", end=lambda line: (ended_at.append(time.monotonic()), ended.set()))
+    assert not hasattr(watchdog, "_cond")
+    for _ in range(50):  # armed and disarmed many times: never acted on
+        assert watchdog.watched(lambda: 1)() == 1
+    armed_at = time.monotonic()
+
+    def stuck() -> None:
+        ended.wait(BOUND_S)
+
+    watchdog.watched(stuck)()
+    assert ended.is_set() and len(ended_at) == 1
+    assert ended_at[0] >= armed_at + 0.2
