@@ -120,7 +120,8 @@ LEDGER: dict[str, LedgerEntry] = {
         "plain SD step waits for that step's drafting too, which MineDraft holds until after the "
         "step's outputs and can skip.",
         how="When the engine's scheduler has expects_draft_tokens() (MineDraft's) and it answers "
-        "False (the last step was at depth 0 and no draft job ran on the lane), post_step returns "
+        "False (the last step was at depth 0 and no draft job ran on the lane, or every request it ran "
+        "has finished, so its drafts, held or made, would never be verified), post_step returns "
         "without collecting; likewise when a new request is in the input queue and "
         "skips_held_drafts() answers True (the step's drafting was held and is skipped); otherwise "
         "it calls through unchanged.",

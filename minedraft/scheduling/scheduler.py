@@ -15,8 +15,9 @@ each request's drafts, whether the step may run in parallel) comes from the spec
   zeros for a step its runner did not draft after; counts requests a process drafter left without drafts.
 * ``make_stats``: MineDraft's counters ride along with vLLM's.
 * ``expects_draft_tokens`` / ``skips_held_drafts`` (asked by the engine core, monkeypatch/
-  patch_draft_collection.py): a step that drafted nothing skips the round trip that collects drafts; a step
-  whose drafting was held until after its outputs skips it for a request that arrived meanwhile.
+  patch_draft_collection.py): a step that drafted nothing, or whose every request finished, skips the round
+  trip that collects drafts; a step whose drafting was held until after its outputs skips it for a request
+  that arrived meanwhile.
 
 KV slots: a request's drafting reads and writes only positions allocated when it was verified (vLLM
 allocates 1 + k + lookahead slots), so a draft-only step allocates nothing. Everything else (admission,
@@ -223,6 +224,13 @@ class MineDraftScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
+        unwanted = self._drafts_expected and self._all_finished(scheduler_output)
+        if unwanted:
+            # The drafts made after this step would be for its requests only, and every one has finished: the
+            # engine core does not collect them, so drafting held until after the outputs is never done (the
+            # worker skips the held call at its next step, as for an arrival), and the step, short of it, is not
+            # timed. A request's last step drafted for nothing: one of 18 decode steps at N = 1 on the real pair.
+            self._drafts_expected = self._held_drafting = False
         scheduled, self._scheduled = self._scheduled, None
         if scheduled is not None:
             result, started = scheduled
@@ -233,12 +241,21 @@ class MineDraftScheduler(Scheduler):
                 for stats in (self.minedraft_stats, self.minedraft_totals):
                     stats.observe_lookup(result.verified, result.plan.lookup_drafts)
             if self.has_unfinished_requests():
-                self._ran = RanStep(result, started)
+                self._ran = RanStep(result, None if unwanted else started)
             else:  # the engine idles until the next request: that gap is not step time
                 self.speculation.observe(result)
         return outputs
 
     # ------------------------------------------------------------------ drafts
+    def _all_finished(self, scheduler_output) -> bool:
+        """Whether the step ran no lane job (its drafts are for its own requests only) and every request it
+        scheduled has finished."""
+        if isinstance(scheduler_output, MineDraftSchedulerOutput) and scheduler_output.draft_only_req_ids:
+            return False
+        scheduled = scheduler_output.num_scheduled_tokens
+        return bool(scheduled) and all(
+            (request := self.requests.get(rid)) is None or request.is_finished() for rid in scheduled)
+
     def _drafter_has_room(self) -> bool:
         """Whether every running request, with the drafts it has, leaves the drafter room after the step: where
         one does not, no step holds a group back for the lane."""

@@ -220,10 +220,14 @@ def test_vllm_s_order_drafts_before_the_first_token(runs):
 def test_drafting_after_the_outputs_makes_the_drafts_vllm_s_order_makes(runs):
     """A held call is not copied (in_process/in_process_source.py ``hold``): it reads the runner's buffers after the
     step's outputs, before the next step rewrites them. Its drafts are the ones the same call makes
-    inside sampling, row for row."""
+    inside sampling, row for row. Only a step whose every request finished makes none (its drafts would
+    never be verified: scheduling/scheduler.py), so the batch's last call is vLLM's alone."""
     early, vllm_order = runs["early_overlap"]["drafts"], runs["after_drafts"]["drafts"]
     assert sum(map(len, vllm_order.values())) >= len(PROMPT_LENGTHS) * (MAX_TOKENS // (K + 1))
-    assert early == vllm_order
+    assert early.keys() == vllm_order.keys()
+    for rid, made in vllm_order.items():
+        assert early[rid] == made[:len(early[rid])] and len(made) - len(early[rid]) <= 1, rid
+    assert sum(map(len, vllm_order.values())) - sum(map(len, early.values())) >= 1
 
 
 def test_the_order_changes_no_token(runs):

@@ -473,6 +473,28 @@ def test_a_decode_step_holds_its_drafting_for_arrivals_where_the_drafter_catches
     assert sched.minedraft_totals.arrival_skips == int(holds)
 
 
+@pytest.mark.parametrize("others", [0, 1])
+def test_a_step_whose_every_request_finished_collects_no_drafts(model_dir, monkeypatch, others):
+    """Drafts made after a request's last step would never be verified: where every request the step ran has
+    finished, the engine core does not collect them (so held drafting is never done), and the step, short of
+    its drafting, is not timed; where one goes on, they are collected as always."""
+    for name, value in {"MODE": "auto", "SPECULATION_DEPTH": "fixed"}.items():
+        monkeypatch.setenv(f"MINEDRAFT_{name}", value)
+    sched = make_scheduler(model_dir, MineDraftScheduler, max_num_seqs=4, max_model_len=128, draft_model=True)
+    sched.add_request(make_request("short", 10, 3))
+    for i in range(others):
+        sched.add_request(make_request(f"long{i}", 10, 40))
+    worker = FakeWorker(3, lambda rid, n: n)
+    worker.step(sched, sched.schedule())  # the prefills: 1 token each
+    out = sched.schedule()
+    assert out.drafts_after_output and sched.expects_draft_tokens()
+    sched.add_request(make_request("arrived", 10, 20))  # meanwhile: the engine has work after the step
+    worker.step(sched, out)  # "short" accepts its 3 drafts: 4 tokens, past its 3
+    assert "short" not in sched.requests or sched.requests["short"].is_finished()
+    assert sched.expects_draft_tokens() is bool(others)
+    assert (sched._ran.started is None) is (not others)
+
+
 @pytest.mark.parametrize("blocked_by", ["a full batch", "a request already waiting"])
 def test_a_held_round_is_kept_for_a_request_that_could_not_start_next_step(model_dir, monkeypatch, blocked_by):
     """Skipping would lose the round for nothing: the new request would not be scheduled next step."""
