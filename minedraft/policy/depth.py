@@ -78,6 +78,9 @@ class DepthChoice:
     _drafted_at: dict[int, float] = field(default_factory=dict)  # batch bucket -> when a decode step last drafted
     _weighed_on: tuple[int, int, int] | None = None  # the requests, costs and acceptance the depth was chosen on
     _recheck_due: float = -math.inf  # when a re-check from depth 0 may next be due (see holds_zero)
+    _closing_ceiling: float | None = None  # the last closed batch's best rate at a depth > 0 however it drains
+    _zero_stands_closing: bool = False  # the depth 0 chosen last stands however the closed batch drains
+    _zero_rate: float = 0.0  # the last closed batch's rate at depth 0
     _depths: tuple[int, ...] = field(init=False)  # the depths the weight bound leaves
 
     def __post_init__(self) -> None:
@@ -99,11 +102,15 @@ class DepthChoice:
         if num_reqs <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth
         self._recheck_due = -math.inf
+        self._closing_ceiling = None
         chosen = self._depth(num_reqs, tokens_left, catch_up, survivals, closing)
         self._weighed_on = (num_reqs, self.costs.version, self.acceptance.version)
+        ceiling = self._closing_ceiling
+        self._zero_stands_closing = (chosen == 0 and not self.rechecking and ceiling is not None
+                                     and ceiling <= self._zero_rate * (1 + self.tuning.margin))
         return chosen
 
-    def holds_zero(self, num_reqs: int) -> bool:
+    def holds_zero(self, num_reqs: int, even: bool = True, decoding: bool = True) -> bool:
         """Whether depth 0, chosen last, stands for a step of ``num_reqs`` requests without being weighed
         again: the step costs and the acceptance are those it was chosen on, the depth was not a re-check's,
         and no re-check is due yet. At depth 0 acceptance is not measured, and what else moves (each
@@ -112,8 +119,12 @@ class DepthChoice:
         same depths on a moving load, tests/unit/policy/test_depth_zero_hold.py; at 32 requests a choice took
         about 0.4 ms, 4 % of a kit model's step). A closed batch is scored by its last request, whose score
         can rise as the others decode: there the caller holds only where every request has as many tokens
-        left (the score then stands still)."""
-        return (self._choice == 0 and not self.rechecking and self._recheck_left <= 0
+        left (the score then stands still), ``even``; where they differ and every request decodes (one token
+        a step each), only where no depth could beat 0 however the batch drains (``goodput``'s closing
+        ceiling): a re-check that let some requests gain tokens had the kit's batch of 32 weighed at every step
+        after it, 0.3 ms of a 6 ms step."""
+        return ((even or (decoding and self._zero_stands_closing)) and self._choice == 0 and not self.rechecking
+                and self._recheck_left <= 0
                 and self.seconds < self._recheck_due
                 and self._weighed_on == (num_reqs, self.costs.version, self.acceptance.version))
 
@@ -180,6 +191,14 @@ class DepthChoice:
             most = max(left_each, default=1.0)
             # Steps the last request needs at each depth, over those it needs at depth 0 (a token a step).
             last = [max((n / (1 + extra) for n, extra in zip(left_each, row)), default=most) / most for row in each]
+            # At depth 0 every decoding request's tokens left fall by one a step, so the one with the most stays
+            # last: the batch's steps at a depth, over those at depth 0, stay at least 1 / (1 + the drafts it is
+            # expected to accept a step), and a catch-up only adds seconds. However the batch drains, no depth
+            # > 0 scores above this while these estimates hold (holds_zero).
+            leaders = [i for i, n in enumerate(left_each) if n == most]
+            self._closing_ceiling = max((num_reqs * (1 + min(row[i] for i in leaders)) / step
+                                         for step, row in zip(seconds[1:], each[1:]) if step > 0), default=0.0)
+            self._zero_rate = num_reqs / seconds[0] if seconds[0] > 0 else math.inf
         catch_up_s = self.costs.catch_up_seconds(num_reqs, catch_up) if catch_up else 0.0
         left = max(tokens_left, 1.0)
         rates = []

@@ -197,10 +197,12 @@ class SpeculationPolicy:
         if choice is None or not choice.can_speculate or not requests:
             return 0, 0
         # A closed batch is scored by its last request (depth.py): where the requests have as many tokens left,
-        # that score does not move as they decode; where they differ, it can, and the depth is weighed again.
+        # that score does not move as they decode; where they differ, it can, and the depth is weighed again
+        # unless no depth could beat 0 however the batch drains (holds_zero).
         even = not view.closed or len({r.tokens_left for r in requests if r.decoding}) <= 1
         weighed_for = (tuple(r.req_id for r in requests if r.decoding), len(requests), view.closed)
-        if even and weighed_for == self._weighed_for and choice.holds_zero(len(requests)):
+        if weighed_for == self._weighed_for and choice.holds_zero(len(requests), even,
+                                                                  all(r.decoding for r in requests)):
             self.depth = 0
             return 0, 0
         self._weighed_for = weighed_for

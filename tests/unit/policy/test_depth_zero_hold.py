@@ -70,29 +70,35 @@ def test_holding_depth_zero_chooses_the_depths_weighing_every_step_chooses(seed,
     held_steps = []
     original = DepthChoice.holds_zero
 
-    def counted(self, num_reqs):
-        holds = original(self, num_reqs)
+    def counted(self, num_reqs, even=True, decoding=True):
+        holds = original(self, num_reqs, even, decoding)
         held_steps.append(holds)
         return holds
 
     monkeypatch.setattr(DepthChoice, "holds_zero", counted)
     holding, rechecks = _drive(seed, closed)
-    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs: False)
+    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs, even=True, decoding=True: False)
     weighing, rechecks_weighing = _drive(seed, closed)
     assert holding == weighing and rechecks == rechecks_weighing
     # The load is what the test is about: long stretches at depth 0, drafting in the code phases, re-checks.
     assert holding.count(0) > 500 and sum(d > 0 for d in holding) > 300 and rechecks >= 2
-    if not closed:  # a closed batch whose requests have different tokens left is weighed every step (below)
-        assert sum(held_steps) > holding.count(0) / 2  # most steps at depth 0 were held, not weighed
+    if not closed:  # most steps at depth 0 were held, not weighed
+        assert sum(held_steps) > holding.count(0) / 2
+    else:  # its requests' tokens left differ: held only where no depth could beat 0 however the batch drains
+        assert sum(held_steps) > holding.count(0) / 8
 
 
-def _closed_pair(seed: int) -> list[int]:
+def _closed_pair(seed: int, good: float = 0.9, holds: list[bool] | None = None) -> list[int]:
     """Depths of a closed batch of two requests that differ: the one with the most tokens left drafts well
-    (0.9), the other poorly (0.1). Scored by its last request, the batch's depth-0 score moves towards
-    drafting as both decode: the poor request, setting the pace, has ever fewer steps left."""
+    (``good``: 0.9), the other poorly (0.1). Scored by its last request, the batch's depth-0 score moves towards
+    drafting as both decode: the poor request, setting the pace, has ever fewer steps left. ``holds``: each
+    plan's holds_zero answers, where it was asked."""
     rng = random.Random(seed)
     policy = SpeculationPolicy(MAX_DEPTH, depth_control="drafted", draft_cost=0.1)
-    batch = [{"id": "good", "left": 400, "acceptance": 0.9, "held": 0},
+    if holds is not None:
+        asked = policy.depths.holds_zero
+        policy.depths.holds_zero = lambda *args: holds.append(asked(*args)) or holds[-1]
+    batch = [{"id": "good", "left": 400, "acceptance": good, "held": 0},
              {"id": "poor", "left": 300, "acceptance": 0.1, "held": 0}]
     for r in batch:
         policy.add_request(r["id"], None)
@@ -126,5 +132,18 @@ def _closed_pair(seed: int) -> list[int]:
 def test_a_closed_batch_of_requests_with_different_tokens_left_is_weighed_every_step(seed, monkeypatch):
     """Held there, depth 0 lagged weighing by a few steps (5 of 18 such runs differed, 2026-12-04)."""
     held = _closed_pair(seed)
-    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs: False)
+    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs, even=True, decoding=True: False)
     assert held == _closed_pair(seed)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_closed_batch_where_no_request_drafts_well_holds_depth_zero_however_it_drains(seed, monkeypatch):
+    """No depth can score above the best request's tokens a step over its seconds, however the tokens left
+    move: where that ceiling is below depth 0's rate, depth 0 stands unweighed though the requests' tokens left
+    differ (a batch of 32 after a re-check was weighed every step, 0.3 ms of a kit step), and the depths are
+    those weighing every step chooses."""
+    holds: list[bool] = []
+    held = _closed_pair(seed, good=0.1, holds=holds)
+    assert held.count(0) > 250 and sum(holds) > held.count(0) / 2
+    monkeypatch.setattr(DepthChoice, "holds_zero", lambda self, num_reqs, even=True, decoding=True: False)
+    assert held == _closed_pair(seed, good=0.1)
