@@ -224,7 +224,7 @@ class MineDraftScheduler(Scheduler):
 
     def update_from_output(self, scheduler_output, model_runner_output):
         outputs = super().update_from_output(scheduler_output, model_runner_output)
-        unwanted = self._drafts_expected and self._all_finished(scheduler_output)
+        unwanted = self._drafts_expected and self._drafts_unwanted(scheduler_output)
         if unwanted:
             # The drafts made after this step would be for its requests only, and every one has finished: the
             # engine core does not collect them, so drafting held until after the outputs is never done (the
@@ -247,9 +247,9 @@ class MineDraftScheduler(Scheduler):
         return outputs
 
     # ------------------------------------------------------------------ drafts
-    def _all_finished(self, scheduler_output) -> bool:
-        """Whether the step ran no lane job (its drafts are for its own requests only) and every request it
-        scheduled has finished."""
+    def _drafts_unwanted(self, scheduler_output) -> bool:
+        """Whether no step will verify the drafts made after this one: it ran no lane job (they are for its own
+        requests only), and every request it scheduled has finished."""
         if isinstance(scheduler_output, MineDraftSchedulerOutput) and scheduler_output.draft_only_req_ids:
             return False
         scheduled = scheduler_output.num_scheduled_tokens
