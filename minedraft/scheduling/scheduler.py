@@ -66,6 +66,8 @@ class MineDraftScheduler(Scheduler):
     _ran: RanStep | None = None  # the step update_from_output saw last
     _scheduled: tuple[StepResult, float] | None = None  # the step schedule() planned last, and its start
     _lookup = None  # the second draft source (hybrid/), where the user names one
+    _drafts_expected = True  # the step scheduled last can have drafts to collect
+    _held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -88,8 +90,6 @@ class MineDraftScheduler(Scheduler):
         # its outputs, and skips it where a new request is waiting (skips_held_drafts).
         self._drafter_catches_up = catches_up(spec, self.settings, self.vllm_config.model_config.uses_mrope)
         self._arrivals_skip_drafting = self._first_token_early and self._drafter_catches_up
-        self._held_drafting = False  # the step scheduled last holds a drafting round a new request may skip
-        self._drafts_expected = True  # the step scheduled last can have drafts to collect
         self._placeholder_req_ids: set[str] = set()  # its requests whose drafts vLLM's runner will not make
         self._lookahead_slots = self.num_lookahead_tokens  # the KV slots vLLM reserves for the drafter (K)
         self._drafter_room = drafter_room(self.vllm_config) if spec is not None else 0
