@@ -20,7 +20,9 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
 * Re-check: at depth 0 acceptance is not measured, and the text may change. Where a depth > 0 could pay
   with every draft accepted, a re-check drafts for ``telling_trials`` requests' steps, once the acceptance
   measured last is older than the re-check's cost over ``margin`` (at least ``stale_s``), and its drafts are
-  verified whole (a request's own poor rate would cut them: nothing would be measured). It drafts at the
+  verified whole (a request's own poor rate would cut them: nothing would be measured). Where the drafter
+  can leave rows of a call undrafted, a re-check of a larger batch drafts for ``telling_trials`` of its
+  requests only (``recheck_rows``), those it has the fewest tokens to catch up on, and is priced so. It drafts at the
   depth the acceptance measured last predicts best, or where that is 0, at the shallowest that could pay:
   what it measures then confirms or overturns that prediction, in as many steps. A new load ends a
   re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth. At
@@ -61,11 +63,15 @@ class DepthChoice:
     draft_cost: float | None = None  # a draft forward's weights over the target's, where known
     tuning: Tuning = TUNING
     on_change: Callable[[str], None] | None = None
+    # The drafter can leave rows of a call undrafted and draft them later (config/idle_drafter.py), on the
+    # target's hardware: a re-check of more than telling_trials requests drafts for that many only.
+    partial_rechecks: bool = False
     costs: StepCosts = field(init=False)
     acceptance: Acceptance = field(init=False)
     seconds: float = 0.0  # of the steps measured: the policy's clock
     rechecks: int = 0
     rechecking: bool = False  # the depth chosen last is a re-check's: its drafts are verified whole
+    recheck_rows: int | None = None  # with rechecking: the requests it drafts for (None: all of them)
     _choice: int | None = None  # the depth chosen last (not a re-check)
     _bucket: int = 0  # the batch bucket it was chosen at
     _reported_at: float | None = None
@@ -94,16 +100,18 @@ class DepthChoice:
 
     # ----------------------------------------------------------- decisions
     def depth(self, num_reqs: int, tokens_left: float, catch_up: int = 0,
-              survivals: Sequence[Sequence[float]] | None = None, closing: Sequence[float] | None = None) -> int:
+              survivals: Sequence[Sequence[float]] | None = None, closing: Sequence[float] | None = None,
+              row_catch_ups: Sequence[int] = ()) -> int:
         """The depth for the next steps of ``num_reqs`` requests; ``tokens_left``: a typical request's,
         ``catch_up``: the tokens the drafter would run over once before drafting them (skipped ones, prompts);
-        ``survivals`` and ``closing``: each request's own (see ``goodput``)."""
-        self.rechecking = False
+        ``survivals`` and ``closing``: each request's own (see ``goodput``); ``row_catch_ups``: each decoding
+        request's tokens skipped to catch up on (a re-check that drafts for a few, those with the fewest)."""
+        self.rechecking, self.recheck_rows = False, None
         if num_reqs <= 0 or not self.can_speculate:
             return self._choice if self._choice is not None else self.starting_depth
         self._recheck_due = -math.inf
         self._closing_ceiling = None
-        chosen = self._depth(num_reqs, tokens_left, catch_up, survivals, closing)
+        chosen = self._depth(num_reqs, tokens_left, catch_up, survivals, closing, row_catch_ups)
         self._weighed_on = (num_reqs, self.costs.version, self.acceptance.version)
         ceiling = self._closing_ceiling
         self._zero_stands_closing = (chosen == 0 and not self.rechecking and ceiling is not None
@@ -129,7 +137,8 @@ class DepthChoice:
                 and self._weighed_on == (num_reqs, self.costs.version, self.acceptance.version))
 
     def _depth(self, num_reqs: int, tokens_left: float, catch_up: int,
-               survivals: Sequence[Sequence[float]] | None, closing: Sequence[float] | None) -> int:
+               survivals: Sequence[Sequence[float]] | None, closing: Sequence[float] | None,
+               row_catch_ups: Sequence[int]) -> int:
         if self._recheck_left > 0 and batch_bucket(num_reqs) == self._recheck_bucket:
             self._recheck_left -= num_reqs  # a re-check under way, counted in drafts, not steps
             self.rechecking = True
@@ -141,7 +150,7 @@ class DepthChoice:
                 or (start > 0 and self.acceptance.last_seen is None)):
             return self._settle(start, num_reqs, None)  # its first steps measure acceptance and costs
         rates = self.goodput(num_reqs, tokens_left, catch_up, survivals=survivals, closing=closing)
-        recheck = self._recheck(num_reqs, tokens_left, catch_up, rates)
+        recheck = self._recheck(num_reqs, tokens_left, catch_up, rates, row_catch_ups=row_catch_ups)
         if recheck:  # the acceptance measured last is too old to run any depth on
             return recheck
         best = self.best_depth(rates)
@@ -239,7 +248,8 @@ class DepthChoice:
             self._reported_at, self._unreported = self.seconds, 0
         return chosen
 
-    def _recheck(self, num_reqs: int, tokens_left: float, catch_up: int, rates: list[float], base: int = 0) -> int:
+    def _recheck(self, num_reqs: int, tokens_left: float, catch_up: int, rates: list[float], base: int = 0,
+                 row_catch_ups: Sequence[int] = ()) -> int:
         """A re-check's depth when one is due (see the module), else 0: from depth 0 (``base``), of acceptance
         at all; from a depth > 0, of the position past it."""
         t = self.tuning
@@ -259,22 +269,36 @@ class DepthChoice:
         if base == 0:  # at depth 1, one request's re-check ran 8 of its 22 steps where depth 3 paid (real pair)
             deeper = max(deeper, self.best_depth(rates))
         steps = -(-t.telling_trials // num_reqs)  # enough drafts to tell acceptance from the prior
+        # From depth 0, with costs that need no measuring afresh, a batch larger than that drafts for as many
+        # of its requests as tell acceptance: the kit's batch of 32 caught up on 20 tokens each for a re-check,
+        # 12 ms of a 410 ms run.
+        rows = num_reqs
+        if self.partial_rechecks and base == 0 and not stale_costs and len(row_catch_ups) > t.telling_trials:
+            rows = t.telling_trials
+            catch_up = sum(sorted(row_catch_ups)[:rows])
         seconds = self.costs.seconds(num_reqs, self.max_depth)
         catch_up_s = self.costs.catch_up_seconds(num_reqs, catch_up)
-        cost = steps * (seconds[deeper] - seconds[base]) + catch_up_s
+
+        def drafting(depth: int) -> float:  # what drafting at depth adds over the steps at base
+            if rows < num_reqs:
+                return self.costs.drafting_seconds(num_reqs, depth, rows)
+            return steps * (seconds[depth] - seconds[base])
+
+        cost = drafting(deeper) + catch_up_s
         if since < max(t.stale_s, cost / t.margin):
             # Due at the soonest where the best depth falls to the shallowest that could pay (the catch-up
             # only grows meanwhile).
-            soonest = steps * (seconds[shallowest] - seconds[base]) + catch_up_s
+            soonest = drafting(shallowest) + catch_up_s
             return self._not_due(base, max(t.stale_s, soonest / t.margin) - since)
         for bucket in stale_costs:  # measured again by the re-check
             self.costs.forget_drafting(bucket)
             self._drafted_at.pop(bucket, None)
         self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
-        self._recheck_left, self._recheck_depth = t.telling_trials - num_reqs, deeper
+        self._recheck_left, self._recheck_depth = t.telling_trials - rows, deeper
         self._recheck_bucket = batch_bucket(num_reqs)
         self.rechecks += 1
         self.rechecking = True
+        self.recheck_rows = rows if rows < num_reqs else None
         return deeper
 
     def _not_due(self, base: int, wait: float) -> int:
@@ -303,11 +327,12 @@ class DepthChoice:
 
     # ----------------------------------------------------------- measurement
     def observe_step(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
-                     prefill: int = 0, fit: bool = True) -> None:
+                     prefill: int = 0, fit: bool = True, drafted: int | None = None) -> None:
         """A finished step: its ``num_reqs`` decoding requests, the ``depth`` it drafted at, the ``tokens`` the
         target computed (``prefill`` of them in prompt chunks), the tokens the drafter ran over once (a
-        catch-up, a prompt's draft prefill), and its duration. ``fit=False``: its duration is not what such a
-        step costs (a one-off cost: policy.py); its time passes, and no cost is fitted to it."""
+        catch-up, a prompt's draft prefill), and its duration; ``drafted``: the requests drafted for where the
+        drafter left rows out. ``fit=False``: its duration is not what such a step costs (a one-off cost:
+        policy.py); its time passes, and no cost is fitted to it."""
         if not self.can_speculate:
             return
         self.seconds += seconds
@@ -315,7 +340,7 @@ class DepthChoice:
             return
         if depth > 0 and num_reqs > 0 and not prefill:
             self._drafted_at[batch_bucket(num_reqs)] = self.seconds
-        self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill)
+        self.costs.observe(num_reqs, depth, tokens, seconds, catch_up, prefill, drafted)
 
     def observe_verification(self, verified: Iterable[VerifiedDrafts]) -> None:
         self.acceptance.observe(verified, self.seconds)

@@ -61,7 +61,8 @@ class SpeculationPolicy:
         self.second_source = second_source  # a lookup source drafts beside the model drafter (hybrid/)
         self.limits = RequestLimits(max_depth, spec_max_len)
         self.overlap = OverlapChoice(mode, dedicated, tuning, on_change=log)
-        self.depths = (DepthChoice(max_depth, draft_cost, tuning, on_change=log)
+        self.depths = (DepthChoice(max_depth, draft_cost, tuning, on_change=log,
+                                   partial_rechecks=self.skips_rows and not dedicated)
                        if depth_control != "fixed" else None)
         self.per_request = per_request and self.depths is not None
         self.depth = max_depth if self.depths is None else self.depths.starting_depth
@@ -158,7 +159,7 @@ class SpeculationPolicy:
         if lookup_only:
             self.depth = 0
             load = Load.of(decoding, 0, *self._last_mix)
-        undrafted = frozenset() if lookup_only else unused
+        undrafted = frozenset() if lookup_only else unused or self._left_out_of_recheck(view)
         self._copying = frozenset(lookup_drafts)
         return StepPlan(self.depth, parallel, num_drafts, load, PlanCounts(
             **counts, rechecks=rechecks, first_measurements=first, lookup_only=int(lookup_only),
@@ -186,6 +187,18 @@ class SpeculationPolicy:
         if not copying and any(r.decoding for r in running):
             return frozenset()
         return frozenset(copying + [r.req_id for r in running if not r.decoding])
+
+    def _left_out_of_recheck(self, view: StepView) -> frozenset[str]:
+        """The requests a re-check that drafts for a few of the batch's leaves out (depth.py's
+        ``recheck_rows``): all but the decoding requests whose drafter has the fewest tokens to catch up on,
+        prompts starting included. Their tokens are noted as skipped and caught up when next drafted."""
+        rows = self.depths.recheck_rows if self.depths is not None and self.depths.rechecking else None
+        if rows is None:
+            return frozenset()
+        decoding = sorted((r for r in view.requests if r.decoding and not r.on_lane),
+                          key=lambda r: self._skipped.get(r.req_id, 0))
+        measured = {r.req_id for r in decoding[:rows]}
+        return frozenset(r.req_id for r in view.requests if r.req_id not in measured)
 
     def _choose_depth(self, view: StepView) -> tuple[int, int]:
         """The depth for the step's requests: those that decode and those whose prompts start now (its drafts
@@ -224,7 +237,9 @@ class SpeculationPolicy:
             first = decide_first_measurements(choice, requests, limits, once, tokens_left, closing)
             survivals = [self._model_survivals(r.req_id, n) for r, n in zip(requests, limits)]
         rechecks = choice.rechecks
-        self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing)
+        row_catch_ups = [self._skipped.get(r.req_id, 0) for r in requests if r.decoding and not r.on_lane]
+        self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing,
+                                  row_catch_ups=row_catch_ups)
         return choice.rechecks - rechecks, first
 
     def _num_drafts(self, view: StepView, parallel: bool,
@@ -344,9 +359,13 @@ class SpeculationPolicy:
             first_at_shape = not result.prefill_tokens and shape not in self._shapes_run
             if not result.prefill_tokens:
                 self._shapes_run.add(shape)
+            # Rows the drafter left out (a re-check of a few, the hybrid's) cost no draft forward.
+            drafted = (result.num_decoding - sum(rid in result.scheduled for rid in plan.undrafted)
+                       if plan.undrafted else None)
             self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
                                      result.prefill_tokens,
-                                     fit=self._steps_timed > self.tuning.warm_up_steps and not first_at_shape)
+                                     fit=self._steps_timed > self.tuning.warm_up_steps and not first_at_shape,
+                                     drafted=drafted)
 
     def _count_catch_up(self, result: StepResult) -> int:
         """The tokens a drafter that skips depth-0 calls ran its model over in the step besides the requests'

@@ -41,8 +41,10 @@ from minedraft.policy.tuning import TUNING, Tuning
 FEATURES = 6  # 1, tokens, drafts at all, depth, depth * num_reqs, catch_up
 
 
-def features(num_reqs: int, depth: int, tokens: int, catch_up: int = 0) -> tuple[float, ...]:
-    return (1.0, float(tokens), float(depth > 0), float(depth), float(depth * num_reqs), float(catch_up))
+def features(num_reqs: int, depth: int, tokens: int, catch_up: int = 0, drafted: int | None = None) -> tuple[float, ...]:
+    """``drafted``: the requests whose rows the drafter drafted (all ``num_reqs`` where None)."""
+    rows = num_reqs if drafted is None else drafted
+    return (1.0, float(tokens), float(depth > 0), float(depth), float(depth * rows), float(catch_up))
 
 
 @dataclass
@@ -79,14 +81,15 @@ class StepCosts:
         self._priors = tuple(m.T @ m for m in (step, draft_forward, catch_up, priced))
 
     def observe(self, num_reqs: int, depth: int, tokens: int, seconds: float, catch_up: int = 0,
-                prefill: int = 0) -> None:
+                prefill: int = 0, drafted: int | None = None) -> None:
         """A finished step; ``prefill``: its prompt tokens, of ``tokens`` (such a step is not fitted; at depth 0
-        it prices a prompt token)."""
+        it prices a prompt token); ``drafted``: the requests the drafter drafted for, where it left some rows
+        out (a draft forward's cost per request is theirs)."""
         if prefill:
             if depth == 0:
                 self._observe_prompt(num_reqs, tokens, seconds, prefill)
             return
-        x = features(num_reqs, depth, tokens, catch_up)
+        x = features(num_reqs, depth, tokens, catch_up, drafted)
         bucket = batch_bucket(num_reqs)
         row = self.cells.get((bucket, depth))
         settled = row is not None and self.weights[row] >= 2
@@ -195,6 +198,15 @@ class StepCosts:
         times = self.seconds(num_reqs, max_depth)
         token = self.token_seconds(num_reqs)
         return [min(t, times[0] * (1 + d * self.draft_cost) + token * num_reqs * d) for d, t in enumerate(times)]
+
+    def drafting_seconds(self, num_reqs: int, depth: int, drafted: int) -> float:
+        """What a step of ``num_reqs`` requests at ``depth`` costs over one at depth 0 where the drafter drafts
+        for ``drafted`` of them (the others' rows left out): once for drafting at all, their draft forwards, and
+        the verification of their drafts."""
+        if depth == 0:
+            return 0.0
+        _, w, s, c, e, _ = self._fit(num_reqs)
+        return max(s, 0.0) + depth * (c + (e + w) * drafted)
 
     def token_seconds(self, num_reqs: int) -> float:
         """The predicted cost of one more token the target verifies in a step of ``num_reqs`` requests."""

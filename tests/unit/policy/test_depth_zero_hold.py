@@ -58,7 +58,7 @@ def _drive(seed: int, closed: bool = False, steps: int = 1500) -> tuple[list[int
                                   prompt_tokens=prompts, output_tokens=output, verified=verified, seconds=seconds))
         for i, r in enumerate(batch):
             r["left"] -= 0 if r["prompt"] else 1
-            r["prompt"], r["held"] = False, plan.depth
+            r["prompt"], r["held"] = False, 0 if r["id"] in plan.undrafted else plan.depth
             if r["left"] <= 0:
                 policy.finish(r["id"])
                 batch[i] = new()

@@ -384,8 +384,9 @@ def test_a_step_that_starts_requests_chooses_its_depth_for_them(model_dir, monke
     sched.add_request(make_request("late", 20, 30))
     worker.step(sched, sched.schedule())
     unmeasured = [1.0] * 3  # each request's drafts, nothing measured yet: counted as accepted
-    assert asked == [(3, 40, {"catch_up": 30, "survivals": [unmeasured] * 3, "closing": [40] * 3}),
-                     (4, 39, {"catch_up": 20, "survivals": [unmeasured] * 4, "closing": [39] * 3 + [30]})]
+    assert asked == [(3, 40, {"catch_up": 30, "survivals": [unmeasured] * 3, "closing": [40] * 3, "row_catch_ups": []}),
+                     (4, 39, {"catch_up": 20, "survivals": [unmeasured] * 4, "closing": [39] * 3 + [30],
+                              "row_catch_ups": [0, 0, 0]})]
 
 
 def test_while_requests_wait_the_depth_serves_the_batch_s_throughput(model_dir, monkeypatch):
