@@ -71,8 +71,8 @@ def target_run(args, path: Path) -> tuple[float, dict]:
 
 def run_beside(args, path: Path) -> tuple[float, dict, float | None]:
     """The target's run with the draft load decoding on core 1 from before it starts to after it ends."""
-    load = subprocess.Popen([sys.executable, "-m", "benchmarks.core_contention", "--draft-load", "--pair", str(args.pair)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    command = [sys.executable, "-m", "benchmarks.core_contention", "--draft-load", "--pair", str(args.pair)]
+    load = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         for line in load.stdout:  # vLLM may print to stdout before it
             if line.strip() == "ready":

@@ -22,11 +22,11 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
   measured last is older than the re-check's cost over ``margin`` (at least ``stale_s``), and its drafts are
   verified whole (a request's own poor rate would cut them: nothing would be measured). Where the drafter
   can leave rows of a call undrafted, a re-check of a larger batch drafts for ``telling_trials`` of its
-  requests only (``recheck_rows``), those it has the fewest tokens to catch up on, and is priced so. It drafts at the
-  depth the acceptance measured last predicts best, or where that is 0, at the shallowest that could pay:
-  what it measures then confirms or overturns that prediction, in as many steps. A new load ends a
-  re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth. At
-  a depth > 0 the position past it is re-checked the same way.
+  requests only (``recheck_rows``), those it has the fewest tokens to catch up on, and is priced so. It
+  drafts at the depth the acceptance measured last predicts best, or where that is 0, at the shallowest that
+  could pay: what it measures then confirms or overturns that prediction, in as many steps. A new load ends
+  a re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth.
+  At a depth > 0 the position past it is re-checked the same way.
 * Costs go stale too: where no step near a load drafted for ``cost_stale_s``, what those steps measured
   may be a slow spell of the machine's, never measured again at depth 0. The re-check's ceiling then prices
   drafting at the draft's weights (step_costs.py), and the re-check forgets those steps and measures afresh.

@@ -41,7 +41,8 @@ from minedraft.policy.tuning import TUNING, Tuning
 FEATURES = 6  # 1, tokens, drafts at all, depth, depth * num_reqs, catch_up
 
 
-def features(num_reqs: int, depth: int, tokens: int, catch_up: int = 0, drafted: int | None = None) -> tuple[float, ...]:
+def features(num_reqs: int, depth: int, tokens: int, catch_up: int = 0,
+             drafted: int | None = None) -> tuple[float, ...]:
     """``drafted``: the requests whose rows the drafter drafted (all ``num_reqs`` where None)."""
     rows = num_reqs if drafted is None else drafted
     return (1.0, float(tokens), float(depth > 0), float(depth), float(depth * rows), float(catch_up))
