@@ -471,12 +471,13 @@ def left_running(processes: list) -> list[tuple[int, str]]:
     return running
 
 
-def assert_mix_exact_on_both_ranks(run: dict) -> None:
-    """The 48-request mix as the target alone answered it, the cache preempting."""
+def assert_mix_exact_on_both_ranks(run: dict, preempted: bool = True) -> None:
+    """The 48-request mix as the target alone answered it; ``preempted``: the cache preempting."""
     got, want = run["mix"], run["mix_alone"]
     assert len(got) == len(want) == 48
     assert [i for i, (g, w) in enumerate(zip(got, want)) if g != w] == [], "mix requests differ from the target alone"
-    assert run["metrics"].get("vllm:num_preemptions_total", 0) > 0, run["metrics"]  # requests were preempted
+    if preempted:
+        assert run["metrics"].get("vllm:num_preemptions_total", 0) > 0, run["metrics"]  # requests were preempted
 
 
 def assert_both_ranks_overlapped(metrics: dict) -> None:
@@ -490,7 +491,10 @@ def test_data_parallel_ranks_serve_exactly_each_with_both_draft_sources(target_a
     accepted on each; whether a rank splits its batch into two groups follows step times under the chosen depth
     (test_exactness.py ``TIMING_DRIVEN_RUNS``): the headless layout below asserts overlap on both ranks."""
     assert_same_answers(data_parallel_run, target_answers)
-    assert_mix_exact_on_both_ranks(data_parallel_run)
+    # Whether this run's cache preempts follows arrival times: suffix decoding's accepted drafts end requests
+    # sooner, and three CI runs of 2026-12-04 and 05 served the mix unpreempted (a smaller cache is refused at
+    # max_model_len 704). The headless layout below, the same cache without suffix decoding, asserts it.
+    assert_mix_exact_on_both_ranks(data_parallel_run, preempted=False)
     # The depth is chosen (HYBRID): whether it ever exceeds a request's limit depends on timing; CI read no cut
     # on 2026-12-04. test_requests_that_limit_their_drafts_are_served_exactly asserts the cut at a fixed depth.
     assert_limited_answers(data_parallel_run["limited"], target_answers, data_parallel_run["metrics"], cut=False)
