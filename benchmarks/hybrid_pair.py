@@ -6,7 +6,10 @@ Loads, each at N = 1, 4, 16 requests, every request ``--output-tokens`` long:
   renamed, greedy: the answer copies its prompt, which suffix decoding drafts deep and almost free;
 * code: a function written from a one-line task, greedy (the draft model predicts it; little to copy);
 * prose: a short story sampled at temperature 1 (neither may pay);
-* mixed: the three in turn in one batch (edit, code, prose, edit, ...), each at its own temperature.
+* mixed: the three in turn in one batch (edit, code, prose, edit, ...), each at its own temperature;
+* mixed_queued: the same turn of kinds, ``QUEUED_PER_SLOT`` x N requests queued with at most N running (as
+  ``vllm bench serve --max-concurrency N`` loads a server): a request that finishes early makes room for the
+  next, where a closed batch lasts as long as its slowest request (not run by default).
 
 Engines, alive two at a time (group A: ``no_sd``, the target alone, and ``hybrid``, MineDraft's default at
 k = 3 with ``hybrid: {"method": "suffix", "num_speculative_tokens": 16}``; every other group one static
@@ -25,6 +28,7 @@ drafts), so both engines that run it keep prompts and running outputs only
     python -m benchmarks.hybrid_pair                   # ~2.5 h on 2 cores (bf16 where native)
     python -m benchmarks.hybrid_pair --groups ABDE --concurrency 1,4 --output-tokens 64   # ~30 min
     python -m benchmarks.hybrid_pair --groups AD --loads edit,mixed --concurrency 1,4   # the suffix side
+    python -m benchmarks.hybrid_pair --groups ACD --loads mixed_queued --concurrency 4   # a server's steady mix
     python -m benchmarks.hybrid_pair --replot
 
 Writes ``benchmarks/results/cpu/real_pair/hybrid_pair.json`` and ``hybrid_pair.png``.
@@ -58,7 +62,9 @@ OTHER_METHODS = {"stock_suffix": {"method": "suffix", "model": None},
 GROUP_OF = {engine: group for group, engines in GROUPS.items() for engine in engines}
 STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k3", "stock_suffix", "stock_ngram")
 ENGINES = (*STATIC, "hybrid", "hybrid_ngram")
-LOADS = ("edit", "code", "prose", "mixed")
+LOADS = ("edit", "code", "prose", "mixed", "mixed_queued")
+DEFAULT_LOADS = LOADS[:4]
+QUEUED_PER_SLOT = 4  # mixed_queued: requests per running slot (N = 4: 16 requests, 6 of them edits)
 CONCURRENCY = (1, 4, 16)
 TEMPERATURE = {"edit": 0.0, "code": 0.0, "prose": 1.0}
 OUT = runner.CPU_RESULTS / "real_pair"
@@ -94,26 +100,28 @@ def edit_texts(n: int) -> list[str]:
 
 
 def workload(target: Path, output_tokens: int, concurrency: tuple[int, ...] = CONCURRENCY,
-             loads: tuple[str, ...] = LOADS) -> list[dict]:
+             loads: tuple[str, ...] = DEFAULT_LOADS) -> list[dict]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(target))
-    n = max(concurrency)
+    n = max(concurrency) * (QUEUED_PER_SLOT if "mixed_queued" in loads else 1)
     texts = {"edit": edit_texts(n), "code": prompt_texts("code", n), "prose": prompt_texts("prose", n)}
     prompts = {kind: [tokenizer(t)["input_ids"] for t in ts] for kind, ts in texts.items()}
     plan = []
     for load in loads:
         for requests in concurrency:
-            kinds = [("edit", "code", "prose")[i % 3] if load == "mixed" else load for i in range(requests)]
+            queued = requests * QUEUED_PER_SLOT if load == "mixed_queued" else requests
+            kinds = [("edit", "code", "prose")[i % 3] if load.startswith("mixed") else load for i in range(queued)]
             # A mixed batch takes each kind's prompts in order: no two of its requests share text.
             seen = {kind: 0 for kind in TEMPERATURE}
             batch = []
             for kind in kinds:
                 batch.append(prompts[kind][seen[kind]])
                 seen[kind] += 1
-            plan.append({"index": len(plan), "part": load, "text": load, "requests": requests,
-                         "command": {"prompts": batch, "output_tokens": output_tokens,
-                                     "temperature": [TEMPERATURE[k] for k in kinds]}})
+            command = {"prompts": batch, "output_tokens": output_tokens, "temperature": [TEMPERATURE[k] for k in kinds]}
+            if load == "mixed_queued":
+                command["max_concurrency"] = requests
+            plan.append({"index": len(plan), "part": load, "text": load, "requests": requests, "command": command})
     return plan
 
 
@@ -243,8 +251,8 @@ def main(argv=None) -> None:
     parser.add_argument("--cached-outputs", action="store_true",
                         help="suffix decoding keeps finished outputs (vLLM's default; the prompts repeat, so an "
                              "answer is drafted from its earlier copy)")
-    parser.add_argument("--loads", type=lambda text: tuple(text.split(",")), default=LOADS,
-                        help=f"the loads, comma-separated (default {','.join(LOADS)})")
+    parser.add_argument("--loads", type=lambda text: tuple(text.split(",")), default=DEFAULT_LOADS,
+                        help=f"the loads, comma-separated (default {','.join(DEFAULT_LOADS)}; also mixed_queued)")
     args = sweep.inherit_workload(parser.parse_args(argv))
     if unknown := set(args.loads) - set(LOADS):
         parser.error(f"--loads: unknown {', '.join(sorted(unknown))}; the loads are {', '.join(LOADS)}")

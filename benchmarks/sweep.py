@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -114,8 +115,10 @@ def make_worker(spec: dict):
     return handle
 
 
-def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0):
-    """``temperature``: one for every request, or one per request (a sampled one seeded by its index)."""
+def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0,
+              max_concurrency: int | None = None):
+    """``temperature``: one for every request, or one per request (a sampled one seeded by its index).
+    ``max_concurrency``: at most that many requests running at once, the others queued (:func:`_generate_queued`)."""
     from vllm import SamplingParams
 
     if isinstance(temperature, list):
@@ -123,7 +126,36 @@ def _generate(llm, prompts: list[list[int]], output_tokens: int, temperature: fl
                                  seed=i if t > 0 else None) for i, t in enumerate(temperature)]
     else:
         params = SamplingParams(temperature=temperature, max_tokens=output_tokens, ignore_eos=True, detokenize=False)
+    if max_concurrency is not None and max_concurrency < len(prompts):
+        return _generate_queued(llm, prompts, params if isinstance(params, list) else [params] * len(prompts),
+                                max_concurrency)
     return llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+
+
+_QUEUED_IDS = itertools.count()
+
+
+def _generate_queued(llm, prompts: list[list[int]], params: list, max_concurrency: int) -> list:
+    """The requests admitted in order, each as soon as one of at most ``max_concurrency`` running finishes (as
+    ``vllm bench serve --max-concurrency`` loads a server): a steady load, where a request that finishes
+    early makes room for the next, unlike a closed batch, which lasts as long as its slowest request.
+    Outputs in the prompts' order."""
+    engine, outputs, index = llm.llm_engine, [None] * len(prompts), {}
+    queue = iter(range(len(prompts)))
+
+    def admit(i: int) -> None:
+        external = f"queued-{next(_QUEUED_IDS)}"
+        index[external] = index[engine.add_request(external, {"prompt_token_ids": prompts[i]}, params[i])] = i
+
+    for i in itertools.islice(queue, max_concurrency):
+        admit(i)
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            if output.finished:
+                outputs[index[output.request_id]] = output
+                if (i := next(queue, None)) is not None:
+                    admit(i)
+    return outputs
 
 
 COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens", "vllm:spec_decode_num_accepted_tokens",
@@ -145,11 +177,13 @@ def counters(llm) -> dict[str, float]:
     return values
 
 
-def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0) -> dict:
-    """One batch: tok/s, TTFT and TPOT medians, counter deltas; greedy batches also a digest of their tokens."""
+def measure(llm, prompts: list[list[int]], output_tokens: int, temperature: float | list[float] = 0.0,
+            max_concurrency: int | None = None) -> dict:
+    """One batch: tok/s, TTFT and TPOT medians, counter deltas; greedy batches also a digest of their tokens.
+    ``max_concurrency``: the batch queued, at most that many running (TTFT from each request's admission)."""
     before = counters(llm)
     start = time.perf_counter()
-    outputs = _generate(llm, prompts, output_tokens, temperature)
+    outputs = _generate(llm, prompts, output_tokens, temperature, max_concurrency)
     elapsed = time.perf_counter() - start
     after = counters(llm)
     tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
