@@ -237,7 +237,9 @@ class SpeculationPolicy:
             first = decide_first_measurements(choice, requests, limits, once, tokens_left, closing)
             survivals = [self._model_survivals(r.req_id, n) for r, n in zip(requests, limits)]
         rechecks = choice.rechecks
-        row_catch_ups = [self._skipped.get(r.req_id, 0) for r in requests if r.decoding and not r.on_lane]
+        # Read only by a partial re-check (depth.py): not built where the drafter cannot leave rows out.
+        row_catch_ups = ([self._skipped.get(r.req_id, 0) for r in requests if r.decoding and not r.on_lane]
+                         if choice.partial_rechecks else ())
         self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing,
                                   row_catch_ups=row_catch_ups)
         return choice.rechecks - rechecks, first
