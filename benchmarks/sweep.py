@@ -144,8 +144,9 @@ def _generate_queued(llm, prompts: list[list[int]], params: list, max_concurrenc
     queue = iter(range(len(prompts)))
 
     def admit(i: int) -> None:
-        external = f"queued-{next(_QUEUED_IDS)}"
-        index[external] = index[engine.add_request(external, {"prompt_token_ids": prompts[i]}, params[i])] = i
+        request_id = f"queued-{next(_QUEUED_IDS)}"  # what its RequestOutput carries (vLLM's id adds a suffix)
+        index[request_id] = i
+        engine.add_request(request_id, {"prompt_token_ids": prompts[i]}, params[i])
 
     for i in itertools.islice(queue, max_concurrency):
         admit(i)
