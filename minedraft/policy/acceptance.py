@@ -10,8 +10,12 @@ estimator counts it twice from every verifying step, with older trials discounte
   back to its prior until its drafts pay again), behind ``prior_trials`` trials at its prior.
 
 A request's prior at position 1 is the acceptance of the requests that finished before it, each weighed once
-(the last ``request_memory`` or so counting most), with the batch's rate as one request more: the batch's
-rate alone counts trials, and leans to the requests that keep drafting. Past position 1 it is the batch's.
+(the last ``request_memory`` or so to arrive counting most), with the batch's rate as one request more: the
+batch's rate alone counts trials, and leans to the requests that keep drafting. Their ages count in arrivals,
+not in the order they finished: a request whose drafts were rejected gains fewer tokens a step and finishes
+later, so the last to finish lean to the poor drafters (make demo's loads in one process: the last of its batch
+of 32 to finish, few of their drafts accepted, set its next single request's prior at 0.31 where the batch
+measured 0.69, and that request ran at depth 0, 0.64x stock SD). Past position 1 it is the batch's.
 A request measured first (first_measurement.py) stands, for its first ``prior_trials`` verified steps, at the
 rate of the finished requests that drafted best (``upper``) instead.
 
@@ -49,10 +53,11 @@ class _Counts:
     cut_steps: int = 0  # a request's steps since it was last verified that cut all its drafts
     verified_steps: int = 0  # a request's steps that verified a draft of it
     first: float | None = None  # a request measured first: its position-1 prior for prior_trials verified steps
+    arrived: int = 0  # requests met before it (those first met in one step alike)
 
     @classmethod
-    def empty(cls, max_depth: int, first: float | None = None) -> _Counts:
-        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, first=first)
+    def empty(cls, max_depth: int, first: float | None = None, arrived: int = 0) -> _Counts:
+        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, first=first, arrived=arrived)
 
     def add(self, position: int, keep: float, trials: float, hits: float) -> None:
         self.trials[position] = keep * self.trials[position] + trials
@@ -72,7 +77,8 @@ class Acceptance:
     last_seen: float | None = None  # when any position was last measured
     _requests: dict[str, _Counts] = field(default_factory=dict)
     _finished: tuple[float, float] = (0.0, 0.0)  # finished requests' position-1 weights, and rates times them
-    _finished_rates: deque = field(init=False)  # the last of them as (weight, rate), oldest first
+    _finished_rates: deque = field(init=False)  # the last of them as (weight, rate, arrived), in finishing order
+    _met: int = 0  # requests met so far: their arrivals' clock
     _upper: tuple[float, float] | None = None
     version: int = 0  # counts the changes to what it predicts (depth.py holds a depth 0 until one)
     # per_position(), expected_tokens() and request_prior(), until a measurement (or a request's release)
@@ -91,10 +97,12 @@ class Acceptance:
             self.version += 1
         self._observe_batch(verified, now)
         keep = math.exp(-1.0 / self.tuning.request_memory)
+        arrived = self._met
         for v in verified:
             counts = self._requests.get(v.req_id)
             if counts is None:
-                counts = self._requests[v.req_id] = _Counts.empty(self.max_depth)
+                counts = self._requests[v.req_id] = _Counts.empty(self.max_depth, arrived=arrived)
+                self._met += 1
             fade = keep ** (1 + counts.cut_steps)
             for j in reached(v.drafts, v.accepted, self.max_depth):
                 counts.add(j, fade, 1.0, j < v.accepted)
@@ -132,21 +140,22 @@ class Acceptance:
             self.version += 1
 
     def release(self, req_ids: Iterable[str]) -> None:
-        """Finished requests, in the order they were first met: each one's acceptance at position 1 joins the
-        prior of the requests after it."""
-        keep = math.exp(-1.0 / self.tuning.request_memory)
+        """Finished requests: each one's acceptance at position 1 joins the prior of the requests after it."""
         prior_trials = self.tuning.prior_trials
-        finished = set(req_ids)
+        finished, joined = set(req_ids), False
         for rid in [rid for rid in self._requests if rid in finished]:
             counts = self._requests.pop(rid)
-            if not counts.trials or counts.trials[0] <= 0:
-                continue
-            trials, hits = counts.trials[0], counts.hits[0]
-            weight, weighted = self._finished
-            self._finished = (keep * weight + trials / (trials + prior_trials),
-                              keep * weighted + hits / (trials + prior_trials))
-            self._finished_rates.append((trials / (trials + prior_trials), hits / trials))
-            self._upper = _above_mean(self._finished_rates, keep)
+            if counts.trials and counts.trials[0] > 0:
+                trials, hits = counts.trials[0], counts.hits[0]
+                self._finished_rates.append((trials / (trials + prior_trials), hits / trials, counts.arrived))
+                joined = True
+        if joined:
+            keep = math.exp(-1.0 / self.tuning.request_memory)
+            newest = max(arrived for _, _, arrived in self._finished_rates)
+            ages = [keep ** (newest - arrived) for _, _, arrived in self._finished_rates]
+            self._finished = (sum(age * w for age, (w, _, _) in zip(ages, self._finished_rates)),
+                              sum(age * w * r for age, (w, r, _) in zip(ages, self._finished_rates)))
+            self._upper = _above_mean(self._finished_rates, ages)
             self._cache.pop("request_prior", None)
             self.version += 1
 
@@ -199,8 +208,11 @@ class Acceptance:
 
     def decide(self, req_ids: Iterable[str], first: float | None) -> None:
         """New requests' first measurement: at ``first`` (measured first), or at their prior (None)."""
+        arrived = self._met
         for rid in req_ids:
-            self._requests.setdefault(rid, _Counts.empty(self.max_depth, first=first))
+            if rid not in self._requests:
+                self._requests[rid] = _Counts.empty(self.max_depth, first=first, arrived=arrived)
+                self._met += 1
         self.version += 1
 
     def request_prior(self) -> list[float | None]:
@@ -249,14 +261,13 @@ class Acceptance:
         return 0 < counts.trials[j] < t.telling_trials and counts.seen[0] - counts.seen[j] > t.stale_s
 
 
-def _above_mean(rates: Sequence[tuple[float, float]], keep: float) -> tuple[float, float] | None:
-    """Of (weight, rate) rows, oldest first, each discounted by ``keep`` per row after it, those above the
-    weighted mean: their share of the rows, each counted once (a request is as likely to come again however
-    many of its drafts were verified), and their weighted mean rate."""
-    ages = [keep ** (len(rates) - 1 - i) for i in range(len(rates))]
-    weights = [w * age for age, (w, _) in zip(ages, rates)]
-    mean = sum(w * r for w, (_, r) in zip(weights, rates)) / sum(weights)
-    above = [i for i, (_, r) in enumerate(rates) if r > mean]
+def _above_mean(rates: Sequence[tuple[float, float, int]], ages: Sequence[float]) -> tuple[float, float] | None:
+    """Of (weight, rate, arrived) rows, each discounted by its age, those above the weighted mean: their share of
+    the rows, each counted once (a request is as likely to come again however many of its drafts were
+    verified), and their weighted mean rate."""
+    weights = [w * age for age, (w, _, _) in zip(ages, rates)]
+    mean = sum(w * r for w, (_, r, _) in zip(weights, rates)) / sum(weights)
+    above = [i for i, (_, r, _) in enumerate(rates) if r > mean]
     if not above:
         return None
     weight = sum(weights[i] for i in above)

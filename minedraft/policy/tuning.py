@@ -32,8 +32,8 @@ class Tuning:
         32, "trials that discount the batch's older ones by 1/e: a step of 32 requests all but replaces what "
         "was known, a step of one moves it a little", "replay grid")
     request_memory: float = _constant(
-        8, "a request's steps (verified, or all its drafts cut) that discount its older ones by 1/e; finished "
-        "requests that discount the older ones' share of a new request's prior", "real pair, mixed batches")
+        8, "a request's steps (verified, or all its drafts cut) that discount its older ones by 1/e; arrivals "
+        "that discount a finished request's share of a new request's prior", "real pair, mixed batches")
     stale_s: float = _constant(
         1.0, "acceptance unmeasured for longer keeps what it knew as prior_trials trials (one rejection after a "
         "gap read 0.35 where 0.93 was measured); no re-check comes sooner", "real pair, load that moves")

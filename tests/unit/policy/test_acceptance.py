@@ -137,8 +137,8 @@ def test_a_new_request_starts_from_the_finished_requests_each_weighed_once():
     acceptance.release(["code", "prose"])
     batch = acceptance.per_position()
     # At position 1 each request's rate (code 1, prose 0) weighed by its trials over them and prior_trials (2),
-    # the code's discounted once more (it finished first), and the batch's rate as one request more.
-    shares = (KEEP * code / (code + 2), prose / (prose + 2))
+    # alike in age (they arrived together), and the batch's rate as one request more.
+    shares = (code / (code + 2), prose / (prose + 2))
     expected = (shares[0] + batch[0]) / (sum(shares) + 1)
     assert batch[0] > 0.9 and 0.65 < expected < 0.75  # the batch at the code's rate; the prior between them
     # Past position 1, the batch's rate.
@@ -151,6 +151,20 @@ def test_a_new_request_starts_from_the_finished_requests_each_weighed_once():
         acceptance.release([f"prose {i}"])
     assert acceptance.per_position()[0] > 0.75  # the batch still reads mostly code
     assert acceptance.survivals("next", 1)[0] < 0.3
+
+
+def test_a_closed_batch_s_last_requests_to_finish_do_not_set_the_prior_alone():
+    """A closed batch of 32 arrived together: the 24 whose drafts were accepted finished first, the 8 whose
+    drafts were rejected (fewer tokens a step) last. The next request's prior is all 32's mean, with the batch's
+    rate as one request more; aged in the order they finished, the last 8 would have weighed most."""
+    acceptance = Acceptance(3)
+    poor = {f"r{i}" for i in range(24, 32)}
+    acceptance.observe([VerifiedDrafts(f"r{i}", 1, int(f"r{i}" not in poor)) for i in range(32)], 0.0)
+    acceptance.release(f"r{i}" for i in range(24))
+    acceptance.release(poor)
+    batch, weight = 25 / 34, 32 / 3  # 24 of 32 behind the batch's prior of 1 in 2; each request's 1 trial over 3
+    assert acceptance.request_prior()[0] == pytest.approx((0.75 * weight + batch) / (weight + 1))
+    assert acceptance.upper == pytest.approx((0.75, 1.0))  # the 24 above the mean: 3 in 4 of the requests
 
 
 def test_one_finished_request_s_rejections_do_not_close_a_position_to_the_requests_after_it():
