@@ -27,7 +27,8 @@ steps drafted shallower) stands in with the one before where it was measured on 
 re-checks of the position past the chosen depth try it, and find a text that turned predictable deeper:
 depth.py). A position never measured reads as None (counted as
 accepted in a prediction: its first steps measure it). A request's own positions past 1 go stale the same
-way (``_stands_in``): one rejection at its first verification does not hold it shallow to its end.
+way (``_stands_in``), or once ``2 * request_memory`` of its own verified steps did not reach them: one rejection
+at its first verification does not hold it shallow to its end.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class _Counts:
     seen: list[float]  # when each position was last reached (the policy's clock)
     cut_steps: int = 0  # a request's steps since it was last verified that cut all its drafts
     verified_steps: int = 0  # a request's steps that verified a draft of it
+    reached_step: list[int] = field(default_factory=list)  # a request's verified steps when each was last reached
     first: float | None = None  # a request measured first: its position-1 prior for prior_trials verified steps
     arrived: int = 0  # requests met before it (those first met in one step alike)
 
@@ -104,11 +106,14 @@ class Acceptance:
                 counts = self._requests[v.req_id] = _Counts.empty(self.max_depth, arrived=arrived)
                 self._met += 1
             fade = keep ** (1 + counts.cut_steps)
+            counts.verified_steps += v.drafts > 0
+            if not counts.reached_step:
+                counts.reached_step = [0] * self.max_depth
             for j in reached(v.drafts, v.accepted, self.max_depth):
                 counts.add(j, fade, 1.0, j < v.accepted)
                 counts.seen[j] = now
+                counts.reached_step[j] = counts.verified_steps
             counts.cut_steps = 0
-            counts.verified_steps += v.drafts > 0
 
     def _observe_batch(self, verified: list[VerifiedDrafts], now: float) -> None:
         trials, hits = [0] * self.max_depth, [0] * self.max_depth
@@ -256,9 +261,17 @@ class Acceptance:
         within ``stale_s`` of its position 1 (its steps drafted shallower) and measured on fewer than
         ``telling_trials``. A lone request of code whose first verification rejected its second draft, and
         whose drafts were all accepted after, otherwise drafted at depth 1 to its end (its own 1 trial of 0
-        kept position 2 near 0.3): 33 steps at depth 1 where depth 3 paid (real pair, AVX2 EPYC, 2026-12-03)."""
+        kept position 2 near 0.3): 33 steps at depth 1 where depth 3 paid (real pair, AVX2 EPYC, 2026-12-03).
+        A request's position also stands in once ``2 * request_memory`` of its verified steps in a row have not
+        reached it (had they, what it measured would weigh exp(-2) by then): ``stale_s`` is 3-10 of the real
+        pair's steps, but some 300 of the kit's (make demo's single request, two of whose first four
+        verifications rejected its second draft, ran its other steps at depth 1: 0.81x stock SD)."""
         t = self.tuning
-        return 0 < counts.trials[j] < t.telling_trials and counts.seen[0] - counts.seen[j] > t.stale_s
+        if not 0 < counts.trials[j] < t.telling_trials:
+            return False
+        return (counts.seen[0] - counts.seen[j] > t.stale_s
+                or (bool(counts.reached_step)
+                    and counts.verified_steps - counts.reached_step[j] >= 2 * t.request_memory))
 
 
 def _above_mean(rates: Sequence[tuple[float, float, int]], ages: Sequence[float]) -> tuple[float, float] | None:

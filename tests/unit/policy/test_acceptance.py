@@ -89,16 +89,18 @@ def test_a_new_request_starts_from_the_batch_s_acceptance_and_moves_with_its_own
     assert acceptance.undecided("poor") and not acceptance.undecided("good")
 
 
-@pytest.mark.parametrize("seconds_at_depth_1, stands_in", [(0.8, False), (1.5, True)])
-def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(seconds_at_depth_1, stands_in):
+@pytest.mark.parametrize("seconds_at_depth_1, step_s, stands_in", [(0.8, 0.1, False), (1.5, 0.1, True),
+                                                                    (0.15, 0.01, False), (0.17, 0.01, True)])
+def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(seconds_at_depth_1, step_s, stands_in):
     """A lone request's first verification rejects its second draft (the real pair's code prompt does), and
-    its steps at depth 1 after it accept every draft. Within stale_s (1 s) its own position 2 holds that
-    rejection; past it, with one trial, it stands in with its position 1, so the depth can go deeper again
-    (on the real pair the request otherwise drafted at depth 1 to its end, 2026-12-03)."""
+    its steps at depth 1 after it accept every draft. Within stale_s (1 s) and 2 x request_memory (16) of its
+    steps, its own position 2 holds that rejection; past either, with one trial, it stands in with its position
+    1, so the depth can go deeper again (on the real pair the request otherwise drafted at depth 1 to its end,
+    2026-12-03; make demo's kit request, steps of 3 ms, did within a second)."""
     acceptance, now = Acceptance(3), 0.0
     acceptance.observe([VerifiedDrafts("r", 3, 1)], now)
-    while now < seconds_at_depth_1:
-        now += 0.1
+    while now < seconds_at_depth_1 - 1e-9:
+        now += step_s
         acceptance.observe([VerifiedDrafts("r", 1, 1)], now)
     first, second = acceptance.survivals("r", 2)
     assert first > 0.85
