@@ -53,13 +53,14 @@ class _Counts:
     seen: list[float]  # when each position was last reached (the policy's clock)
     cut_steps: int = 0  # a request's steps since it was last verified that cut all its drafts
     verified_steps: int = 0  # a request's steps that verified a draft of it
-    reached_step: list[int] = field(default_factory=list)  # a request's verified steps when each was last reached
+    reached_step: list[int] = field(default_factory=list)  # verified_steps when each was last reached (batch: 0)
     first: float | None = None  # a request measured first: its position-1 prior for prior_trials verified steps
     arrived: int = 0  # requests met before it (those first met in one step alike)
 
     @classmethod
     def empty(cls, max_depth: int, first: float | None = None, arrived: int = 0) -> _Counts:
-        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, first=first, arrived=arrived)
+        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, first=first, arrived=arrived,
+                   reached_step=[0] * max_depth)
 
     def add(self, position: int, keep: float, trials: float, hits: float) -> None:
         self.trials[position] = keep * self.trials[position] + trials
@@ -107,8 +108,6 @@ class Acceptance:
                 self._met += 1
             fade = keep ** (1 + counts.cut_steps)
             counts.verified_steps += v.drafts > 0
-            if not counts.reached_step:
-                counts.reached_step = [0] * self.max_depth
             for j in reached(v.drafts, v.accepted, self.max_depth):
                 counts.add(j, fade, 1.0, j < v.accepted)
                 counts.seen[j] = now
@@ -270,8 +269,7 @@ class Acceptance:
         if not 0 < counts.trials[j] < t.telling_trials:
             return False
         return (counts.seen[0] - counts.seen[j] > t.stale_s
-                or (bool(counts.reached_step)
-                    and counts.verified_steps - counts.reached_step[j] >= 2 * t.request_memory))
+                or counts.verified_steps - counts.reached_step[j] >= 2 * t.request_memory)  # never the batch: no steps
 
 
 def _above_mean(rates: Sequence[tuple[float, float, int]], ages: Sequence[float]) -> tuple[float, float] | None:
