@@ -51,16 +51,16 @@ class _Counts:
     trials: list[float]
     hits: list[float]
     seen: list[float]  # when each position was last reached (the policy's clock)
+    reached_step: list[int]  # a request's verified_steps when each position was last reached (the batch's: 0)
     cut_steps: int = 0  # a request's steps since it was last verified that cut all its drafts
     verified_steps: int = 0  # a request's steps that verified a draft of it
-    reached_step: list[int] = field(default_factory=list)  # verified_steps when each was last reached (batch: 0)
     first: float | None = None  # a request measured first: its position-1 prior for prior_trials verified steps
     arrived: int = 0  # requests met before it (those first met in one step alike)
 
     @classmethod
     def empty(cls, max_depth: int, first: float | None = None, arrived: int = 0) -> _Counts:
-        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, first=first, arrived=arrived,
-                   reached_step=[0] * max_depth)
+        return cls([0.0] * max_depth, [0.0] * max_depth, [-math.inf] * max_depth, [0] * max_depth, first=first,
+                   arrived=arrived)
 
     def add(self, position: int, keep: float, trials: float, hits: float) -> None:
         self.trials[position] = keep * self.trials[position] + trials
@@ -104,8 +104,7 @@ class Acceptance:
         for v in verified:
             counts = self._requests.get(v.req_id)
             if counts is None:
-                counts = self._requests[v.req_id] = _Counts.empty(self.max_depth, arrived=arrived)
-                self._met += 1
+                counts = self._meet(v.req_id, arrived)
             fade = keep ** (1 + counts.cut_steps)
             counts.verified_steps += v.drafts > 0
             for j in reached(v.drafts, v.accepted, self.max_depth):
@@ -215,9 +214,15 @@ class Acceptance:
         arrived = self._met
         for rid in req_ids:
             if rid not in self._requests:
-                self._requests[rid] = _Counts.empty(self.max_depth, first=first, arrived=arrived)
-                self._met += 1
+                self._meet(rid, arrived, first)
         self.version += 1
+
+    def _meet(self, req_id: str, arrived: int, first: float | None = None) -> _Counts:
+        """A request's counts from its first verification or decision on; ``arrived``: the arrivals' clock
+        where the step that met it began (those met in one step alike)."""
+        counts = self._requests[req_id] = _Counts.empty(self.max_depth, first=first, arrived=arrived)
+        self._met += 1
+        return counts
 
     def request_prior(self) -> list[float | None]:
         """By position, what a request's own counts stand in front of (see the module)."""

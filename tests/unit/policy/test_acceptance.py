@@ -89,9 +89,9 @@ def test_a_new_request_starts_from_the_batch_s_acceptance_and_moves_with_its_own
     assert acceptance.undecided("poor") and not acceptance.undecided("good")
 
 
-@pytest.mark.parametrize("seconds_at_depth_1, step_s, stands_in", [(0.8, 0.1, False), (1.5, 0.1, True),
-                                                                    (0.15, 0.01, False), (0.17, 0.01, True)])
-def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(seconds_at_depth_1, step_s, stands_in):
+@pytest.mark.parametrize("steps_at_depth_1, step_s, stands_in", [(8, 0.1, False), (15, 0.1, True),
+                                                                  (15, 0.01, False), (16, 0.01, True)])
+def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(steps_at_depth_1, step_s, stands_in):
     """A lone request's first verification rejects its second draft (the real pair's code prompt does), and
     its steps at depth 1 after it accept every draft. Within stale_s (1 s) and 2 x request_memory (16) of its
     steps, its own position 2 holds that rejection; past either, with one trial, it stands in with its position
@@ -99,7 +99,7 @@ def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(seconds_
     2026-12-03; make demo's kit request, steps of 3 ms, did within a second)."""
     acceptance, now = Acceptance(3), 0.0
     acceptance.observe([VerifiedDrafts("r", 3, 1)], now)
-    while now < seconds_at_depth_1 - 1e-9:
+    for _ in range(steps_at_depth_1):
         now += step_s
         acceptance.observe([VerifiedDrafts("r", 1, 1)], now)
     first, second = acceptance.survivals("r", 2)
