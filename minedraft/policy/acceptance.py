@@ -83,8 +83,6 @@ class Acceptance:
     _finished_rates: deque = field(init=False)  # the last of them as (weight, rate, arrived), in finishing order
     _met: int = 0  # requests met so far: their arrivals' clock
     _upper: tuple[float, float] | None = None
-    _ranked: list = field(default_factory=list)  # the finished requests' (rate, age), poorest first
-    _poorest: dict = field(default_factory=dict)  # poorest_of(n), until a release
     version: int = 0  # counts the changes to what it predicts (depth.py holds a depth 0 until one)
     # per_position(), expected_tokens() and request_prior(), until a measurement (or a request's release)
     _cache: dict = field(default_factory=dict)
@@ -161,13 +159,7 @@ class Acceptance:
             self._finished = (sum(age * w for age, (w, _, _) in zip(ages, self._finished_rates)),
                               sum(age * w * r for age, (w, r, _) in zip(ages, self._finished_rates)))
             self._upper = _above_mean(self._finished_rates, ages)
-            # A rate measured on few trials leans to their mean, as a prior of prior_trials trials would: a request
-            # whose one verified draft was rejected is not the poorest drafter for certain.
-            mean = self._finished[1] / self._finished[0]
-            self._ranked = sorted((w * rate + (1 - w) * mean, age)
-                                  for age, (w, rate, _) in zip(ages, self._finished_rates))
             self._cache.pop("request_prior", None)
-            self._poorest.clear()
             self.version += 1
 
     # ----------------------------------------------------------- the batch's
@@ -212,29 +204,6 @@ class Acceptance:
         """Of the finished requests, those whose position-1 rate was above their mean (weighed as in the
         prior): their share of the requests, each counted once, and their mean rate; None where none was."""
         return self._upper
-
-    def poorest_of(self, n: int) -> float | None:
-        """The expected position-1 rate of the poorest of ``n`` requests like the finished ones (each counted
-        once, weighed by its age as in the prior, its rate leaning to their mean as its trials are few):
-        ``sum_i rate_i * (S_i ** n - S_(i+1) ** n)``, where ``S_i`` is the share of them at rate_i or above, poorest
-        first. None where none finished."""
-        if not self._ranked:
-            return None
-        cached = self._poorest.get(n)
-        if cached is None:
-            total = sum(age for _, age in self._ranked)
-            above, cached = 1.0, 0.0
-            for rate, age in self._ranked:
-                rest = max(above - age / total, 0.0)
-                cached += rate * (above ** n - rest ** n)
-                above = rest
-            self._poorest[n] = cached
-        return cached
-
-    def at_prior(self, req_id: str) -> bool:
-        """Whether the request stands at its prior: none of its drafts verified yet, nor measured first."""
-        counts = self._requests.get(req_id)
-        return counts is None or (counts.verified_steps == 0 and counts.first is None)
 
     def undecided(self, req_id: str) -> bool:
         """Whether the request has neither counts of its own nor a decision on its first measurement."""

@@ -31,8 +31,7 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
   may be a slow spell of the machine's, never measured again at depth 0. The re-check's ceiling then prices
   drafting at the draft's weights (step_costs.py), and the re-check forgets those steps and measures afresh.
 * A closed batch: where no request waits, the batch ends with its last request, so each depth is scored by
-  when the request with the most steps left would finish, not by the batch's tokens per second (of requests
-  alike at their prior, that is the poorest drafter: policy.py gives them its rate).
+  when the request with the most steps left would finish, not by the batch's tokens per second.
 
 A depth 0 chosen stands without being weighed again until the step costs refit, the acceptance or the
 requests change, or a re-check may be due (``holds_zero``): at depth 0 nothing else moves the choice.
@@ -199,10 +198,8 @@ class DepthChoice:
         if closing is not None and each is not None:
             left_each = [max(left, 1.0) for left in closing]
             most = max(left_each, default=1.0)
-            # Steps the last request needs at each depth, over those it needs at depth 0 (a token a step); one at
-            # least (a batch's last request, one token left, drafted 3 after catching up on 60 tokens).
-            last = [max((max(n / (1 + extra), 1.0) for n, extra in zip(left_each, row)), default=most) / most
-                    for row in each]
+            # Steps the last request needs at each depth, over those it needs at depth 0 (a token a step).
+            last = [max((n / (1 + extra) for n, extra in zip(left_each, row)), default=most) / most for row in each]
             # At depth 0 every decoding request's tokens left fall by one a step, so the one with the most stays
             # last: the batch's steps at a depth, over those at depth 0, stay at least 1 / (1 + the drafts it is
             # expected to accept a step), and a catch-up only adds seconds. However the batch drains, no depth

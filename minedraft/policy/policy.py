@@ -24,7 +24,7 @@ Where vLLM's drafter drafts only K (parallel drafting, suffix decoding, Medusa) 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from minedraft.config.methods import method_of
@@ -35,7 +35,7 @@ from minedraft.policy.first_measurement import decide_first_measurements
 from minedraft.policy.load import Load
 from minedraft.policy.overlap import OverlapChoice, placement
 from minedraft.policy.paying_drafts import paying_drafts
-from minedraft.policy.plan import PlanCounts, RequestView, StepPlan, StepResult, StepView
+from minedraft.policy.plan import PlanCounts, StepPlan, StepResult, StepView
 from minedraft.policy.request_limits import RequestLimits
 from minedraft.policy.tuning import TUNING, Tuning
 from minedraft.policy.weight_bound import engine_draft_cost
@@ -236,8 +236,6 @@ class SpeculationPolicy:
             closing = left if view.closed else None
             first = decide_first_measurements(choice, requests, limits, once, tokens_left, closing)
             survivals = [self._model_survivals(r.req_id, n) for r, n in zip(requests, limits)]
-            if closing is not None:
-                survivals = self._poorest_last(requests, limits, survivals)
         rechecks = choice.rechecks
         # Read only by a partial re-check (depth.py): not built where the drafter cannot leave rows out.
         row_catch_ups = ([self._skipped.get(r.req_id, 0) for r in requests if r.decoding and not r.on_lane]
@@ -245,22 +243,6 @@ class SpeculationPolicy:
         self.depth = choice.depth(len(requests), tokens_left, catch_up=once, survivals=survivals, closing=closing,
                                   row_catch_ups=row_catch_ups)
         return choice.rechecks - rechecks, first
-
-    def _poorest_last(self, requests: Sequence[RequestView], limits: Sequence[int],
-                      survivals: list[list[float]]) -> list[list[float]]:
-        """A closed batch is scored by its last request to finish (depth.py); of requests that stand alike at
-        their prior, that is the poorest drafter: each of them stands at the expected poorest of as many finished
-        requests (``Acceptance.poorest_of``). At the mean, the kit's closed batches of 32 drafted their first 2-3
-        steps (their draft prefilling 32 prompts), until their own rates told the poorest apart and depth 0 won."""
-        acceptance = self.depths.acceptance
-        standing = [i for i, r in enumerate(requests) if acceptance.at_prior(r.req_id)]
-        rate = acceptance.poorest_of(len(standing)) if len(standing) > 1 else None
-        if rate is None:
-            return survivals
-        survivals = list(survivals)
-        for i in standing:
-            survivals[i] = acceptance.survivals(requests[i].req_id, limits[i], first=rate)
-        return survivals
 
     def _num_drafts(self, view: StepView, parallel: bool,
                     whole: bool) -> tuple[dict[str, int], dict[str, int], dict[str, Any]]:
