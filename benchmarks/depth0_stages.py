@@ -27,8 +27,8 @@ preparation, model forward, sampling and ``propose_draft_token_ids``):
     python -m benchmarks.depth0_stages --draft eagle3            # ~4 min on 2 idle cores
     python -m benchmarks.depth0_stages --draft draft_perturbed
 
-Writes ``benchmarks/results/cpu/depth0_stages_<draft>.json`` and prints a table (ms per decode step,
-medians over rounds).
+Writes ``benchmarks/results/cpu/depth0_stages_<draft>.json`` and ``.png`` (each engine's step, its stages
+stacked) and prints a table (ms per decode step, medians over rounds); ``--replot`` draws them from the JSON.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import os
 import random
 import statistics
 import time
+from pathlib import Path
 
 from benchmarks import runner
 from benchmarks.sweep import cpu_label
@@ -180,8 +181,31 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+def plot(result: dict, path: Path) -> Path:
+    """Per load, each engine's step as its top-level stages stacked (the runner's stages are inside
+    ``execute_model`` and ``sample_tokens``), the rest of the step on top."""
+    plt = runner.pyplot()
+    loads = sorted({row["requests"] for row in result["rows"]})
+    fig, axes = plt.subplots(1, len(loads), figsize=(4.5 * len(loads), 3.8), squeeze=False)
+    parts = [*SCHEDULER_STAGES, *EXECUTOR_STAGES]
+    for ax, n in zip(axes[0], loads):
+        rows = [row for row in result["rows"] if row["requests"] == n]
+        bottoms = [0.0] * len(rows)
+        for part in [*parts, "rest of the step"]:
+            values = [row["ms_per_step"].get(part, 0.0) if part in parts else
+                      row["ms_per_step"]["step"] - sum(row["ms_per_step"].get(p, 0.0) for p in parts) for row in rows]
+            ax.bar(range(len(rows)), values, bottom=bottoms, label=part)
+            bottoms = [b + v for b, v in zip(bottoms, values)]
+        ax.set_xticks(range(len(rows)), [f"{row['engine']}\n{row['step_vs_no_sd']:.3f}x" for row in rows],
+                      fontsize=7)
+        ax.set(title=f"N = {n}", ylabel="ms per output token")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"depth0_stages, {result['meta']['draft']}, {result['meta']['date']}", fontsize=9)
+    return runner.save(fig, path)
+
+
 def parse_args(argv=None):
-    parser = runner.parser(__doc__, rounds=6, replot=None)
+    parser = runner.parser(__doc__, rounds=6)
     parser.add_argument("--draft", default="eagle3", choices=("eagle3", "draft_perturbed", "draft_small"))
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
@@ -198,14 +222,19 @@ def main(argv=None) -> None:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
+    path = OUT / f"depth0_stages_{args.draft}.json"
+    result = runner.run_or_replot(args, path, lambda: measure(args))
+    runner.report(plot(result, path.with_suffix(".png")), markdown(result))
+
+
+def measure(args) -> dict:
     started = time.perf_counter()
     result = run(args)
     result["meta"] = runner.meta(
         cpu_label(), started, draft=args.draft, k=args.k, prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens, rounds=args.rounds, twin=args.twin, auto=args.auto,
         unit="ms per step: a stage's time over a round divided by its output tokens; medians of rounds")
-    path = runner.write_result(OUT / f"depth0_stages_{args.draft}.json", result)
-    print(f"wrote {path}\n\n" + markdown(result))
+    return result
 
 
 if __name__ == "__main__":
