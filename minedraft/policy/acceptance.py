@@ -83,7 +83,9 @@ class Acceptance:
     _finished_rates: deque = field(init=False)  # the last of them as (weight, rate, arrived), in finishing order
     _met: int = 0  # requests met so far: their arrivals' clock
     _upper: tuple[float, float] | None = None
-    version: int = 0  # counts the changes to what it predicts (depth.py holds a depth 0 until one)
+    # Counts the changes to what it predicts: depth.py holds a depth 0, and policy.py keeps each request's
+    # survivals, until one.
+    version: int = 0
     # per_position(), expected_tokens() and request_prior(), until a measurement (or a request's release)
     _cache: dict = field(default_factory=dict)
 
@@ -96,7 +98,7 @@ class Acceptance:
     def observe(self, verified: Iterable[VerifiedDrafts], now: float) -> None:
         """One step's verified requests; ``now``: the policy's clock."""
         verified = list(verified)
-        if any(v.drafts for v in verified):
+        if verified:  # its requests' counts change (a cut count is reset too)
             self.version += 1
         self._observe_batch(verified, now)
         keep = math.exp(-1.0 / self.tuning.request_memory)

@@ -32,10 +32,30 @@ class RequestView:
 
 
 @dataclass(frozen=True)
+class StepKey:
+    """What a step is planned for, in short: enough to tell whether a depth 0 chosen last stands for it
+    (depth.py's ``holds_zero``), and whether its plan then needs each request's view (``plain``)."""
+
+    decoding: tuple[str, ...]  # the decoding requests' ids, in the view's order
+    num_requests: int  # they and those whose prompts start
+    closed: bool
+    even: bool  # the batch is not closed, or every decoding request has as many tokens left
+    longest: int  # the most tokens of any of the requests (the speculative max_model_len's)
+    plain: bool  # no request holds drafts, has a second source's draft, or sits the step out on the lane
+
+
+@dataclass(frozen=True)
 class StepView:
     requests: Sequence[RequestView]  # those that decode first, then those that start
     closed: bool = False  # no request is left waiting beyond these: the batch ends with its last request
     drafter_has_room: bool = True  # every running request leaves vLLM's drafter room to draft after the step
+
+    def key(self) -> StepKey:
+        decoding = [r for r in self.requests if r.decoding]
+        return StepKey(tuple(r.req_id for r in decoding), len(self.requests), self.closed,
+                       even=not self.closed or len({r.tokens_left for r in decoding}) <= 1,
+                       longest=max((r.num_tokens for r in self.requests), default=0),
+                       plain=not any(r.num_drafts or r.lookup_probs or r.on_lane for r in self.requests))
 
 
 @dataclass(frozen=True)

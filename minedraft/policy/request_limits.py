@@ -73,5 +73,9 @@ class RequestLimits:
                 past += 1
         return past
 
+    def passes(self, num_tokens: int) -> bool:
+        """Whether a request of ``num_tokens`` tokens is past ``max_model_len`` with its drafts."""
+        return self.max_model_len is not None and num_tokens + self.max_depth > self.max_model_len
+
     def _past(self, request: RequestView) -> bool:
-        return self.max_model_len is not None and request.num_tokens + self.max_depth > self.max_model_len
+        return self.passes(request.num_tokens)

@@ -5,7 +5,8 @@ was in the previous step; next step the roles swap (groups.py). Each step's plan
 each request's drafts, whether the step may run in parallel) comes from the speculation policy
 (minedraft/policy/), which sees the step as plain data and is told how it ran. The hooks:
 
-* ``schedule``: the plan is applied before vLLM schedules: requests that sit the step out get
+* ``schedule``: the plan (made from the step's key alone where a depth 0 stands, else from its view of each
+  request) is applied before vLLM schedules: requests that sit the step out get
   ``next_decode_eligible_step`` one step ahead (vLLM's RUNNING loop skips them: no tokens, no token budget,
   no ``allocate_slots``), each request's drafts are cut; after it, the lane plan is attached to the output.
 * ``update_from_output``: the step's verified drafts are kept for the policy; its duration is taken at the
@@ -51,7 +52,7 @@ from minedraft.hybrid.scheduler_drafts import lookup_source
 from minedraft.lifetime import end_with_vllm_parent
 from minedraft.log import get_logger
 from minedraft.metrics.stats import MineDraftStats, attach
-from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepResult, StepView
+from minedraft.policy import RequestView, SpeculationPolicy, StepKey, StepPlan, StepResult, StepView
 from minedraft.policy.request_limits import requested_limit
 from minedraft.scheduling.drafter_limits import ChosenDepth, drafter_room, speculative_max_len
 from minedraft.scheduling.groups import choose_held, is_balanced
@@ -142,8 +143,13 @@ class MineDraftScheduler(Scheduler):
             self.speculation.observe(ran.result if ran.started is None
                                      else dataclasses.replace(ran.result, seconds=started - ran.started))
         decoding = [r for r in self.running if not r.is_prefill_chunk]
-        held = self._held_if_parallel(decoding)
-        plan = self.speculation.plan(self._view(decoding, held))
+        starting = self._starting()
+        # A depth 0 that stands needs no request's view: the plan is made from the step's key (policy.py).
+        plan = self.speculation.held_plan(self._key(decoding, starting)) if self._may_hold(decoding) else None
+        held = set()
+        if plan is None:
+            held = self._held_if_parallel(decoding)
+            plan = self.speculation.plan(self._view(decoding, starting, held))
         # KV slots past a request's tokens only where this step's drafter writes there: one that skips its
         # depth-0 call (config/idle_drafter.py) writes nothing, so a load held at depth 0 by a short KV cache is
         # preempted no more than the target alone; a step at a depth > 0 reserves K again before it drafts.
@@ -160,11 +166,34 @@ class MineDraftScheduler(Scheduler):
         output = super().schedule(throttle_prefills)
         return self._plan_lanes(output, plan, started)
 
-    def _view(self, decoding: list[Request], held: set[str]) -> StepView:
-        """The step as the policy sees it: the decoding requests, then those whose prompts start now (the
-        prefilling ones and the waiting ones the batch has room for: its drafts are verified by them too)."""
-        room = max(self.max_num_running_reqs - len(self.running), 0)
-        starting = [r for r in self.running if r.is_prefill_chunk] + list(itertools.islice(self.waiting, room))
+    def _starting(self) -> list[Request]:
+        """The requests whose prompts start now: the prefilling ones and the waiting ones the batch has room for
+        (the drafts made after the step are verified by them too)."""
+        return ([r for r in self.running if r.is_prefill_chunk]
+                + list(itertools.islice(self.waiting, self._room())))
+
+    def _room(self) -> int:
+        return max(self.max_num_running_reqs - len(self.running), 0)
+
+    def _closed(self) -> bool:
+        """Whether no request is left waiting beyond those that start now."""
+        return self.get_request_counts()[1] <= self._room()
+
+    def _may_hold(self, decoding: list[Request]) -> bool:
+        """Whether the step's plan may be made from its key: no request holds drafts, none is on the lane, no
+        second source drafts (``StepKey.plain``)."""
+        return self._lookup is None and not self._drafting and not any(r.spec_token_ids for r in decoding)
+
+    def _key(self, decoding: list[Request], starting: list[Request]) -> StepKey:
+        """The step's key, as its view's (``StepView.key``) where ``_may_hold``."""
+        closed = self._closed()
+        return StepKey(tuple(r.request_id for r in decoding), len(decoding) + len(starting), closed,
+                       even=not closed or len({r.max_tokens - r.num_output_tokens for r in decoding}) <= 1,
+                       longest=max((r.num_tokens for r in itertools.chain(decoding, starting)), default=0),
+                       plain=True)
+
+    def _view(self, decoding: list[Request], starting: list[Request], held: set[str]) -> StepView:
+        """The step as the policy sees it: the decoding requests, then those whose prompts start now."""
         lookup = ({} if self._lookup is None
                   else self._lookup.propose(r for r in decoding if r.request_id not in self._drafting))
         requests = [RequestView(r.request_id, True, r.max_tokens - r.num_output_tokens, r.num_tokens,
@@ -173,8 +202,7 @@ class MineDraftScheduler(Scheduler):
                     for r in decoding]
         requests += [RequestView(r.request_id, False, r.max_tokens - r.num_output_tokens, r.num_tokens,
                                  prompt_left=max(r.num_prompt_tokens - r.num_computed_tokens, 0)) for r in starting]
-        return StepView(requests, closed=self.get_request_counts()[1] <= room,
-                        drafter_has_room=self._drafter_has_room())
+        return StepView(requests, closed=self._closed(), drafter_has_room=self._drafter_has_room())
 
     def _held_if_parallel(self, decoding: list[Request]) -> set[str]:
         """The free requests held back for the lane if the step runs in parallel (groups.py)."""

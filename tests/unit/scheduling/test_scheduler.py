@@ -3,6 +3,7 @@ through it on vLLM's own KV manager with a fake clock."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from minedraft.config.methods import METHODS, method_of
 from minedraft.policy.depth import DepthChoice
 from minedraft.policy.overlap import OverlapChoice
 from minedraft.policy.tuning import TUNING
+import minedraft.scheduling.scheduler as scheduler_module
 from minedraft.scheduling.scheduler import MineDraftScheduler
 
 
@@ -546,3 +548,46 @@ def test_the_engine_s_call_after_a_batch_s_last_request_is_not_a_step(model_dir)
     out = sched.schedule()
     assert not out.num_scheduled_tokens and out.finished_req_ids  # the call tells the workers, runs nothing
     assert (sched.minedraft_totals.to_payload(), sched.minedraft_stats.to_payload()) == before
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_step_planned_from_its_key_gets_the_plan_its_view_gives(model_dir, monkeypatch, seed):
+    """Where a depth 0 stands, the scheduler plans the step from its key, building no request's view
+    (SpeculationPolicy.held_plan): the key it builds is the one its view gives, and so is the plan, under
+    traffic that starts, finishes, aborts and preempts requests (a KV cache of 80 blocks)."""
+    monkeypatch.setenv("MINEDRAFT_SPECULATION_DEPTH", "auto")
+    monkeypatch.setenv("MINEDRAFT_MODE", "auto")
+    rng = random.Random(seed)
+    sched = make_scheduler(model_dir, MineDraftScheduler, num_blocks=80, max_num_batched_tokens=512, max_num_seqs=8)
+    original = type(sched.speculation).held_plan
+    keys, held = [], []
+
+    def checked(policy, key):
+        decoding = [r for r in sched.running if not r.is_prefill_chunk]
+        view = sched._view(decoding, sched._starting(), set())
+        assert key == view.key()
+        keys.append(key)
+        twin = copy.deepcopy(policy)
+        plan = original(policy, key)
+        if plan is not None:
+            assert plan == twin.plan(view)
+            held.append(plan)
+        return plan
+
+    monkeypatch.setattr(type(sched.speculation), "held_plan", checked)
+    clock = [0.0]
+    monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
+    worker = FakeWorker(3, lambda rid, n: 0)  # every draft rejected: the policy settles at depth 0
+    next_id = 0
+    for step in range(240):
+        if step % 60 < 20:  # arrivals, then a stretch of the same requests where depth 0 can stand
+            for _ in range(rng.choice([0, 1, 2])):
+                sched.add_request(make_request(f"q{next_id}", rng.randint(1, 120), rng.randint(20, 90)))
+                next_id += 1
+            if sched.running and rng.random() < 0.1:
+                sched.finish_requests(rng.choice(sched.running).request_id, RequestStatus.FINISHED_ABORTED)
+        out = sched.schedule()
+        clock[0] += 0.005 + 0.002 * out.num_spec_tokens_to_schedule  # the checks above take no step time
+        worker.step(sched, out)
+    assert len(keys) > 100 and len(held) > 30
+    assert any(not k.closed for k in keys) and any(k.num_requests > len(k.decoding) for k in keys)
