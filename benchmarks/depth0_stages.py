@@ -22,7 +22,10 @@ preparation, model forward, sampling and ``propose_draft_token_ids``):
 * ``no_sd_twin`` (``--twin``): a second target alone, the measurement's own resolution;
 * ``minedraft_auto`` (``--auto``): MineDraft's default, no depth table: its depth controller chooses
   each step's depth (where speculation loses, depth 0 on nearly every step, a re-check's few steps
-  deeper), so its step against ``minedraft_depth0``'s is what the controller costs.
+  deeper), so its step against ``minedraft_depth0``'s is what the controller costs;
+* ``minedraft_auto_viewed`` (``--viewed``): the same, each step planned from its view of every request
+  where a depth 0 stands, as before 2026-12-06 (the policy's ``held_plan`` off): what planning such a
+  step from its key alone saves.
 
     python -m benchmarks.depth0_stages --draft eagle3            # ~4 min on 2 idle cores
     python -m benchmarks.depth0_stages --draft draft_perturbed
@@ -77,7 +80,8 @@ class StageTimer:
         self.calls.clear()
 
 
-def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False, auto: bool = False):
+def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False, auto: bool = False,
+                  viewed: bool = False):
     from vllm import LLM
 
     from harness.engine_args import Speculation, engine_kwargs
@@ -93,9 +97,12 @@ def build_engines(draft: str, k: int, max_num_seqs: int, twin: bool = False, aut
                "minedraft_depth0": LLM(**engine_kwargs("minedraft_auto", kit.target, speculation, **common))}
     if twin:
         engines["no_sd_twin"] = LLM(**engine_kwargs("no_sd", kit.target, **common))
-    if auto:
-        engines["minedraft_auto"] = LLM(**engine_kwargs("minedraft_auto", kit.target, Speculation(
-            getattr(kit, draft), k, method), **common))
+    for name in [name for name, wanted in (("minedraft_auto", auto), ("minedraft_auto_viewed", viewed)) if wanted]:
+        engines[name] = LLM(**engine_kwargs("minedraft_auto", kit.target, Speculation(getattr(kit, draft), k, method),
+                                            **common))
+    if viewed:  # on this engine's policy only
+        engines["minedraft_auto_viewed"].llm_engine.engine_core.engine_core.scheduler.speculation.held_plan = (
+            lambda key: None)
     if method == "eagle3":
         engines["minedraft_depth0_vllm_prep"] = LLM(**engine_kwargs("minedraft_auto", kit.target, speculation,
                                                                     **common))
@@ -133,7 +140,7 @@ def instrument(llm) -> StageTimer:
 def run(args) -> dict:
     from vllm import SamplingParams
 
-    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)), args.twin, args.auto)
+    engines = build_engines(args.draft, args.k, max(64, max(args.concurrency)), args.twin, args.auto, args.viewed)
     timers = {name: instrument(llm) for name, llm in engines.items()}
     rng = random.Random(0)
     params = SamplingParams(max_tokens=args.output_tokens, temperature=0, ignore_eos=True)
@@ -213,6 +220,8 @@ def parse_args(argv=None):
     parser.add_argument("--output-tokens", type=int, default=128)
     parser.add_argument("--twin", action="store_true", help="also a second target alone (no_sd_twin)")
     parser.add_argument("--auto", action="store_true", help="also MineDraft's default, its depth chosen (minedraft_auto)")
+    parser.add_argument("--viewed", action="store_true",
+                        help="also MineDraft's default planning every step from its view (minedraft_auto_viewed)")
     return parser.parse_args(argv)
 
 
@@ -233,6 +242,7 @@ def measure(args) -> dict:
     result["meta"] = runner.meta(
         cpu_label(), started, draft=args.draft, k=args.k, prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens, rounds=args.rounds, twin=args.twin, auto=args.auto,
+        viewed=args.viewed,
         unit="ms per step: a stage's time over a round divided by its output tokens; medians of rounds")
     return result
 
