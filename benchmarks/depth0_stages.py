@@ -204,7 +204,7 @@ def plot(result: dict, path: Path) -> Path:
             ax.bar(range(len(rows)), values, bottom=bottoms, label=part)
             bottoms = [b + v for b, v in zip(bottoms, values)]
         ax.set_xticks(range(len(rows)), [f"{row['engine']}\n{row['step_vs_no_sd']:.3f}x" for row in rows],
-                      fontsize=7)
+                      fontsize=7, rotation=25, ha="right")
         ax.set(title=f"N = {n}", ylabel="ms per output token")
     axes[0][0].legend(fontsize=7)
     fig.suptitle(f"depth0_stages, {result['meta']['draft']}, {result['meta']['date']}", fontsize=9)
