@@ -28,6 +28,7 @@ def scheduled_step(plan: StepPlan, output: SchedulerOutput, requests: dict[str, 
         plan, num_decoding=sum(1 for rid in scheduled if not requests[rid].is_prefill_chunk),
         tokens=output.total_num_scheduled_tokens, prefill_tokens=output.total_num_scheduled_tokens - decode_tokens,
         scheduled=dict(scheduled),
+        # Asked only of a request whose step reaches into its prompt (not of every decoding one, each step).
         prompt_tokens=sum(_prompt_tokens_scheduled(request, n) for rid, n in scheduled.items()
                           if (request := requests[rid]).num_computed_tokens - n < request.num_prompt_tokens
                           and rid not in plan.undrafted),
