@@ -66,8 +66,10 @@ class Tuning:
         2.0, "a step counts at most this many times its prediction: a VM stall of 100 ms beside 5 ms steps is "
         "not the depth's cost", "replay grid with stalls")
     refit_s: float = _constant(
-        0.05, "step seconds observed before the step-cost fits are solved again (a solve costs about 0.1 ms: "
-        "5 % of a kit step if every step, nothing beside a real model's)", "kit EAGLE-3, N = 8 (b16ed15)")
+        0.05, "step seconds observed before the step-cost fits are solved again (a solve costs about 0.1 ms "
+        "alone, 0.25 ms in an engine process right after a forward: 4 % of a kit step if every step, nothing "
+        "beside a real model's; 0.2 s read 1.033 on the replay grid)", "kit EAGLE-3, N = 8 (b16ed15); kit, N = 32 "
+        "(2026-12-06)")
     trial_steps: int = _constant(
         16, "parallel steps a trial of overlapping runs at one load, and plain-SD steps measured there before "
         "it (a drafter on hardware of its own)", "the design (41c44a9)")
