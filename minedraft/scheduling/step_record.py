@@ -28,10 +28,8 @@ def scheduled_step(plan: StepPlan, output: SchedulerOutput, requests: dict[str, 
         plan, num_decoding=sum(1 for rid in scheduled if not requests[rid].is_prefill_chunk),
         tokens=output.total_num_scheduled_tokens, prefill_tokens=output.total_num_scheduled_tokens - decode_tokens,
         scheduled=dict(scheduled),
-        # Asked only of a request whose step reaches into its prompt (not of every decoding one, each step).
-        prompt_tokens=sum(_prompt_tokens_scheduled(request, n) for rid, n in scheduled.items()
-                          if (request := requests[rid]).num_computed_tokens - n < request.num_prompt_tokens
-                          and rid not in plan.undrafted),
+        prompt_tokens=sum(_prompt_tokens_scheduled(requests[rid], n) for rid, n in scheduled.items()
+                          if rid not in plan.undrafted),
         # A step that verifies or drafts nothing tells the parallel-step choice nothing; at depth 0 a decode step
         # verifies nothing by design, and is what the depth's choice measures there.
         measured=bool(drafts_on_lane or spec) or (plan.depth == 0 and decode_tokens > 0))
