@@ -13,9 +13,10 @@ by side in this process, taking turns, the order alternating each round:
   step is scored by the running requests' tokens per second;
 * ``target``: the target alone, for scale.
 
-The load: ``--requests`` requests of ``--output-tokens`` tokens, code decoded greedily and prose sampled at
-temperature 1 (seeded per request) in turn, at most ``--clients`` in flight, a new one added as one
-finishes. Reported: each engine's tok/s per round, and the default read open over the default per round.
+The load: ``--requests`` requests, code decoded greedily and prose sampled at temperature 1 (seeded per
+request) in turn, at most ``--clients`` in flight, a new one added as one finishes. Their lengths spread
+from half to one and a half times ``--output-tokens`` (``lengths``): of one length, requests begun together
+end together, and the clients would send batches in step, each a closed batch. Reported: each engine's tok/s per round, and the default read open over the default per round.
 
     python -m benchmarks.throttled_clients              # ~10 min on 2 cores (4 rounds)
     python -m benchmarks.throttled_clients --replot     # plot and table from the JSON
@@ -37,14 +38,20 @@ TEMPERATURE = {"code": 0.0, "prose": 1.0}
 OUT = runner.CPU_RESULTS / "real_pair" / "throttled_clients.json"
 
 
-def requests(target: Path, count: int) -> list[tuple[list[int], float]]:
-    """(prompt, temperature) of each request: code and prose in turn."""
+def lengths(count: int, mean: int) -> list[int]:
+    """Each request's output tokens: from mean / 2 to 3 * mean / 2, spread in a fixed order."""
+    return [mean // 2 + (i * 17) % (mean + 1) for i in range(count)]
+
+
+def requests(target: Path, count: int, output_tokens: int) -> list[tuple[list[int], float, int]]:
+    """(prompt, temperature, output tokens) of each request: code and prose in turn."""
     prompts = {kind: real_pair.tokenized(target, kind, count) for kind in TEMPERATURE}
     kinds = list(TEMPERATURE)
-    return [(prompts[kinds[i % 2]][i], TEMPERATURE[kinds[i % 2]]) for i in range(count)]
+    return [(prompts[kinds[i % 2]][i], TEMPERATURE[kinds[i % 2]], n)
+            for i, n in zip(range(count), lengths(count, output_tokens))]
 
 
-def run_clients(llm, load: list[tuple[list[int], float]], clients: int, output_tokens: int, tag: str) -> float:
+def run_clients(llm, load: list[tuple[list[int], float, int]], clients: int, tag: str) -> float:
     """The load through ``llm``'s engine, at most ``clients`` requests in flight: its output tokens per second."""
     from vllm import SamplingParams
 
@@ -53,7 +60,7 @@ def run_clients(llm, load: list[tuple[list[int], float]], clients: int, output_t
 
     def add() -> None:
         nonlocal added, in_flight
-        prompt, temperature = load[added]
+        prompt, temperature, output_tokens = load[added]
         engine.add_request(f"{tag}-{added}", {"prompt_token_ids": prompt},
                            SamplingParams(temperature=temperature, seed=added, max_tokens=output_tokens,
                                           ignore_eos=True, detokenize=False))
@@ -84,11 +91,11 @@ def measure(args) -> dict:
         llms[name] = LLM(**spec["engine"])
         if name == "default_read_open":
             llms[name].llm_engine.engine_core.engine_core.scheduler._closed = lambda: False
-    load = requests(args.pair / "target", args.requests)
+    load = requests(args.pair / "target", args.requests, args.output_tokens)
     rates: dict[str, list[float]] = {name: [] for name in llms}
     for r in range(args.rounds):
         for name in (list(llms) if r % 2 == 0 else list(llms)[::-1]):
-            rates[name].append(round(run_clients(llms[name], load, args.clients, args.output_tokens, f"{name}{r}"), 3))
+            rates[name].append(round(run_clients(llms[name], load, args.clients, f"{name}{r}"), 3))
             print(f"round {r}, {name}: {rates[name][-1]:.1f} tok/s", flush=True)
     for llm in llms.values():
         llm.llm_engine.engine_core.shutdown()
@@ -104,7 +111,7 @@ def measure(args) -> dict:
 def markdown(result: dict) -> str:
     m = result["meta"]
     lines = [f"Real pair ({m['models']}), {m['device_label']}, {m['date']}: {m['requests']} requests of "
-             f"{m['output_tokens']} tokens, code greedy and prose at temperature 1 in turn, {m['clients']} in "
+             f"{m['output_tokens']} tokens on average, code greedy and prose at temperature 1 in turn, {m['clients']} in "
              f"flight, {m['rounds']} rounds.", "", "| engine | tok/s by round | median |", "|---|---|---|"]
     for name, rates in result["tok_s"].items():
         lines.append(f"| {name} | {', '.join(f'{x:.1f}' for x in rates)} | {result['median_tok_s'][name]:.1f} |")
@@ -129,7 +136,7 @@ def main(argv=None) -> None:
     parser.add_argument("--pair", type=Path, default=real_pair.PAIR_DIR, help="real-pair.sh's output folder")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--requests", type=int, default=32)
-    parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--output-tokens", type=int, default=64, help="the requests' mean length")
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args(argv)
     result = runner.run_or_replot(args, args.output, lambda: measure(args))

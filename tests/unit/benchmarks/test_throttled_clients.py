@@ -10,8 +10,15 @@ from benchmarks import throttled_clients
 
 def test_requests_are_code_greedy_and_prose_sampled_in_turn(monkeypatch):
     monkeypatch.setattr(throttled_clients.real_pair, "tokenized", lambda target, kind, n: [[kind, i] for i in range(n)])
-    load = throttled_clients.requests(Path("target"), 4)
-    assert load == [(["code", 0], 0.0), (["prose", 1], 1.0), (["code", 2], 0.0), (["prose", 3], 1.0)]
+    load = throttled_clients.requests(Path("target"), 4, 64)
+    assert [(p, t) for p, t, _ in load] == [(["code", 0], 0.0), (["prose", 1], 1.0), (["code", 2], 0.0),
+                                           (["prose", 3], 1.0)]
+
+
+def test_lengths_spread_about_the_mean_so_that_requests_begun_together_end_apart():
+    lengths = throttled_clients.lengths(32, 64)
+    assert min(lengths) >= 32 and max(lengths) <= 96 and len(set(lengths[:8])) == 8
+    assert abs(sum(lengths) / len(lengths) - 64) <= 4
 
 
 class CountingEngine:
@@ -32,8 +39,8 @@ class CountingEngine:
 
 def test_clients_keep_at_most_their_number_in_flight_and_add_one_as_one_finishes():
     engine = CountingEngine(tokens=5)
-    load = [([1], 0.0), ([2], 1.0), ([3], 0.0), ([4], 1.0), ([5], 0.0)]
-    rate = throttled_clients.run_clients(SimpleNamespace(llm_engine=engine), load, clients=2, output_tokens=5, tag="t")
+    load = [([1], 0.0, 5), ([2], 1.0, 5), ([3], 0.0, 5), ([4], 1.0, 5), ([5], 0.0, 5)]
+    rate = throttled_clients.run_clients(SimpleNamespace(llm_engine=engine), load, clients=2, tag="t")
     assert engine.most == 2 and not engine.in_flight
     assert [a[0] for a in engine.added] == [f"t-{i}" for i in range(5)]
     assert [a[1] for a in engine.added] == [0.0, 1.0, 0.0, 1.0, 0.0] and {a[2] for a in engine.added} == {5}
