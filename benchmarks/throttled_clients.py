@@ -16,9 +16,10 @@ by side in this process, taking turns, the order alternating each round:
 The load: ``--requests`` requests, code decoded greedily and prose sampled at temperature 1 (seeded per
 request) in turn, at most ``--clients`` in flight, a new one added as one finishes. Their lengths spread
 from half to one and a half times ``--output-tokens`` (``lengths``): of one length, requests begun together
-end together, and the clients would send batches in step, each a closed batch. Reported: each engine's tok/s per round, and the default read open over the default per round.
+end together, and the clients would send batches in step, each a closed batch. Reported: each engine's
+tok/s per round, and the default read open over the default per round.
 
-    python -m benchmarks.throttled_clients              # ~10 min on 2 cores (4 rounds)
+    python -m benchmarks.throttled_clients              # ~12 min on 2 cores (4 rounds)
     python -m benchmarks.throttled_clients --replot     # plot and table from the JSON
 
 Writes ``benchmarks/results/cpu/real_pair/throttled_clients.json`` and ``.png``.
@@ -26,6 +27,7 @@ Writes ``benchmarks/results/cpu/real_pair/throttled_clients.json`` and ``.png``.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -39,8 +41,10 @@ OUT = runner.CPU_RESULTS / "real_pair" / "throttled_clients.json"
 
 
 def lengths(count: int, mean: int) -> list[int]:
-    """Each request's output tokens: from mean / 2 to 3 * mean / 2, spread in a fixed order."""
-    return [mean // 2 + (i * 17) % (mean + 1) for i in range(count)]
+    """Each request's output tokens, from mean / 2 up to 3 * mean / 2: a step of 17 or more through the
+    mean + 1 offsets, prime to their count, so that no offset repeats within mean + 1 requests."""
+    step = next(s for s in range(17, 2 * mean + 18) if math.gcd(s, mean + 1) == 1)
+    return [mean // 2 + (i * step) % (mean + 1) for i in range(count)]
 
 
 def requests(target: Path, count: int, output_tokens: int) -> list[tuple[list[int], float, int]]:
@@ -111,8 +115,9 @@ def measure(args) -> dict:
 def markdown(result: dict) -> str:
     m = result["meta"]
     lines = [f"Real pair ({m['models']}), {m['device_label']}, {m['date']}: {m['requests']} requests of "
-             f"{m['output_tokens']} tokens on average, code greedy and prose at temperature 1 in turn, {m['clients']} in "
-             f"flight, {m['rounds']} rounds.", "", "| engine | tok/s by round | median |", "|---|---|---|"]
+             f"{m['output_tokens']} tokens on average, code greedy and prose at temperature 1 in turn, "
+             f"{m['clients']} in flight, {m['rounds']} rounds.", "", "| engine | tok/s by round | median |",
+             "|---|---|---|"]
     for name, rates in result["tok_s"].items():
         lines.append(f"| {name} | {', '.join(f'{x:.1f}' for x in rates)} | {result['median_tok_s'][name]:.1f} |")
     lines.append(f"\nread open / as is, by round: {', '.join(f'{x:.2f}x' for x in result['read_open_over_default'])}"

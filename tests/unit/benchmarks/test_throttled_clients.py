@@ -19,6 +19,10 @@ def test_lengths_spread_about_the_mean_so_that_requests_begun_together_end_apart
     lengths = throttled_clients.lengths(32, 64)
     assert min(lengths) >= 32 and max(lengths) <= 96 and len(set(lengths[:8])) == 8
     assert abs(sum(lengths) / len(lengths) - 64) <= 4
+    assert lengths[:4] == [32, 49, 66, 83]  # the committed run's
+    for mean in (16, 67, 135):  # 17 divides each mean + 1: the step moves on to 18 or 19
+        spread = throttled_clients.lengths(mean + 1, mean)
+        assert sorted(spread) == list(range(mean // 2, mean // 2 + mean + 1))
 
 
 class CountingEngine:
