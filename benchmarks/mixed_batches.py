@@ -41,7 +41,7 @@ SETTINGS = {"minedraft_step": {"speculation_depth": "step"}}
 TWIN = {engine: f"no_sd_{group}" for group, engines in GROUPS.items() if group != "A" for engine in engines}
 STATIC = ("no_sd", "stock_sd_k1", "stock_sd_k3")
 LOADS = (1, 2, 4, 8, 16, 32)
-TEMPERATURE = {"code": 0.0, "prose": 1.0}
+TEMPERATURE = real_pair.TEMPERATURE  # code greedy, prose sampled
 OUT = runner.CPU_RESULTS / "real_pair"
 
 

@@ -36,7 +36,6 @@ from pathlib import Path
 from benchmarks import real_pair, runner, sweep
 
 ENGINES = {"default": "minedraft_auto", "default_read_open": "minedraft_auto", "target": "no_sd"}
-TEMPERATURE = {"code": 0.0, "prose": 1.0}
 OUT = runner.CPU_RESULTS / "real_pair" / "throttled_clients.json"
 
 
@@ -49,9 +48,10 @@ def lengths(count: int, mean: int) -> list[int]:
 
 def requests(target: Path, count: int, output_tokens: int) -> list[tuple[list[int], float, int]]:
     """(prompt, temperature, output tokens) of each request: code and prose in turn."""
-    prompts = {kind: real_pair.tokenized(target, kind, count) for kind in TEMPERATURE}
-    kinds = list(TEMPERATURE)
-    return [(prompts[kinds[i % 2]][i], TEMPERATURE[kinds[i % 2]], n)
+    temperature = real_pair.TEMPERATURE
+    prompts = {kind: real_pair.tokenized(target, kind, count) for kind in temperature}
+    kinds = list(temperature)
+    return [(prompts[kinds[i % 2]][i], temperature[kinds[i % 2]], n)
             for i, n in zip(range(count), lengths(count, output_tokens))]
 
 
