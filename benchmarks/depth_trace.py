@@ -27,6 +27,7 @@ from pathlib import Path
 
 from benchmarks import real_pair, runner, sweep
 from minedraft.config.settings import CONFIG_KEY
+from minedraft.worker.target_cores import bind_to_named_cores
 
 OUTPUT_TOKENS = 64  # real_pair.py's default
 
@@ -78,6 +79,7 @@ def recorded_steps() -> Iterator[list[dict]]:
 
 def measure(args) -> dict:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core, and its policy, in this process
+    bind_to_named_cores()  # stock engines too: vLLM 0.32.0 binds a one-worker engine to nothing
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 

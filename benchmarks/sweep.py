@@ -79,6 +79,7 @@ from harness.engine_args import Speculation, engine_kwargs
 from harness.modes import BENCH_MODES as MODES, ENGINE_LAYOUTS, MINEDRAFT_MODE_OF, MODE_LABELS
 from harness.sidebyside import DEPTH_STEPS, depth_key
 from harness.sidebyside import steps_by_depth as sample_steps_by_depth
+from minedraft.worker.target_cores import bind_to_named_cores
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
@@ -102,6 +103,7 @@ SETTLE_S = 1.5  # > vLLM's 1 s shared-memory spin-wait after an engine's last st
 
 def make_worker(spec: dict):
     """The worker's engine; each ``{"cmd": "run", ...}`` measures one batch."""
+    bind_to_named_cores()  # stock engines too: vLLM 0.32.0 binds a one-worker engine to nothing
     from vllm import LLM
 
     llm = LLM(**spec["engine"])

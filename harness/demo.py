@@ -162,8 +162,8 @@ class Progress:
 def engine_env(row: Row) -> dict[str, str]:
     """The engine core in its child's process (``IN_PROCESS_CORE``): vLLM's worker then runs there too, where a
     worker process would spin for a second after each step it is given (vLLM 0.32.0's shared-memory queue:
-    ``SpinCondition.busy_loop_s``), on the cores the next engine's run needs; ``cores``: the process bound
-    to them."""
+    ``SpinCondition.busy_loop_s``), on the cores the next engine's run needs; ``cores``: its worker's
+    threads on them (the child binds its engine's thread there too: harness/sidebyside.py)."""
     return {**IN_PROCESS_CORE, **({"VLLM_CPU_OMP_THREADS_BIND": row.cores} if row.cores else {})}
 
 
@@ -177,7 +177,7 @@ def run_side_by_side(kit, rows: dict[str, Row], progress: Progress) -> dict[str,
     ``metrics`` are its own (the engine's counters less those before it)."""
     children = {name: Child(["-m", "harness.sidebyside"], {
         "name": name, "mode": row.mode, "target": str(kit.target), "draft": str(kit.draft_small), "k": K,
-        "loads": LOADS, "seed": 0, "minedraft": row.minedraft or None},
+        "loads": LOADS, "seed": 0, "minedraft": row.minedraft or None, "cores": row.cores},
         env=engine_env(row)) for name, row in rows.items()}
     runs: dict[str, dict[str, list[dict]]] = {load: {name: [] for name in rows} for load in LOADS}
     last: dict[str, dict] = {name: {} for name in rows}  # each engine's counters after its last run

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import queue
 import random
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,8 @@ from typing import Any, TypeVar
 
 from harness.child import run_once, serve
 from harness.engine_args import Speculation, engine_kwargs
+from minedraft.config.drafter_device import index_list
+from minedraft.worker.target_cores import CoreBinding
 
 
 def workload(seed: int, num_requests: int, vocab: int):
@@ -59,6 +60,8 @@ def uniform_workload(seed: int, num_requests: int, prompt_tokens: int, max_token
 
 
 def make_handler(spec: dict):
+    if spec.get("cores"):  # before the engine: vLLM 0.32.0 binds a one-worker engine to nothing
+        CoreBinding(index_list(spec["cores"])).apply()
     from vllm import LLM, SamplingParams
 
     worker = {"worker_cls": spec["worker_cls"]} if spec.get("worker_cls") else {}
@@ -168,14 +171,7 @@ Result = TypeVar("Result")
 def engine_cores() -> list[int]:
     """The cores this process's engines may use: those ``VLLM_CPU_OMP_THREADS_BIND`` lists where it is one
     list of cores (``make test``'s workers each set their share: tests/conftest.py), else this process's."""
-    bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")
-    if re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", bind):
-        cores = set()
-        for part in bind.split(","):
-            first, _, last = part.partition("-")
-            cores.update(range(int(first), int(last or first) + 1))
-        return sorted(cores)
-    return sorted(os.sched_getaffinity(0))
+    return list(index_list(os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")) or sorted(os.sched_getaffinity(0)))
 
 
 def two_at_a_time(runs: dict[str, Callable[[dict[str, str]], Result]]) -> dict[str, Result]:

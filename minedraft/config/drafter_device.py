@@ -26,7 +26,7 @@ class DrafterDevice:
     @classmethod
     def parse(cls, text: str, source: str = "MINEDRAFT_DRAFTER_DEVICE") -> DrafterDevice:
         match = _SPEC.match(text.strip()) if isinstance(text, str) else None
-        indices = _index_list(match.group(2)) if match else None
+        indices = index_list(match.group(2)) if match else None
         if not indices:
             raise MineDraftConfigError(
                 f"{source}={text!r}: expected cpu:<cores> (e.g. cpu:1, cpu:2-3) or cuda:<indices> (e.g. cuda:1).")
@@ -79,7 +79,8 @@ class DrafterDevice:
                 f"MINEDRAFT_DRAFTER_DEVICE={self}: this machine has {count} visible CUDA device(s).")
 
 
-def _index_list(text: str) -> tuple[int, ...] | None:
+def index_list(text: str) -> tuple[int, ...] | None:
+    """Indices from text such as ``0``, ``0-2`` or ``0,2-3``, sorted, once each; None where it is not such a list."""
     out: list[int] = []
     for part in text.split(","):
         bounds = part.split("-")
