@@ -7,8 +7,8 @@ process with the target's OpenMP threads bound to its cores, in mirrored order (
 
 * on core 0: ``no_sd@0`` (the target alone), ``stock_sd:3@0`` and ``stock_sd:1@0`` (vLLM's SD, the draft
   model in the target's worker);
-* on cores 0 and 1, the drafter on core 1: ``process_no_ahead@0+1`` (MineDraft's default with the process
-  drafter, ``draft_ahead`` off) and ``process_ahead@0+1`` (the same, ``draft_ahead`` auto);
+* on cores 0 and 1, the drafter on core 1: ``process_ahead@0+1`` (MineDraft's default with the process
+  drafter, ``draft_ahead`` auto) and ``process_no_ahead@0+1`` (the same, ``draft_ahead`` off);
 * on both cores, without MineDraft: ``no_sd@0-1`` and ``stock_sd:3@0-1``.
 
 Comparisons, medians of each setting's runs per load: equal concurrency (MineDraft against the best of the

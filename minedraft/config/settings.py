@@ -61,13 +61,12 @@ class MineDraftSettings:
     # How long the target waits for a process drafter's drafts before it
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
-    # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): off (default: it waits for
-    # the next job); auto drafts past the drafts it sent, as if all are accepted, as far as its spare time while
-    # the target verifies reaches; always: the job's depth and one more, after every job (tests, measurements).
-    # Off by default: on the 2-core CPU measured, drafting ahead beside the target's verification slowed the
-    # target (both cores share the memory bus) and drew the depth policy to deeper steps that lost
-    # (benchmarks/README, "the real pair, the drafter on core 1").
-    draft_ahead: str = "off"
+    # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): auto (default) drafts past
+    # the drafts it sent, as if all are accepted, as far as its spare time while the target verifies reaches, for
+    # a job of one request; off: it waits for the next job; always: the job's depth and one more, after every job
+    # (tests, measurements). The real pair with the drafter on core 1 and the target bound to core 0 read 1.26x
+    # with auto at N = 1, as off at N = 2 and 4 (benchmarks/README, "the target bound to core 0").
+    draft_ahead: str = "auto"
     # The most one in-process draft job may run; past it the worker ends with one error line and the
     # engine stops (worker/in_process/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that
     # never returns is a collective out of step or a stuck drafter, and cannot be interrupted.

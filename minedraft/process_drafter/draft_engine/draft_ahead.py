@@ -16,7 +16,8 @@ How far ahead: ``off``; ``always`` (the job's depth and the guess, after every
 job: the tests' and measurements' setting); or ``auto``, as far as the
 drafter's spare time reaches: the time from a reply to the next job (the
 *gap*, measured on every job; the median of the last few) over the engine's
-time per step (measured on its last drafting call). Drafting ahead runs one
+time per step (measured on its last drafting call), for a job of one request
+(``AUTO_MAX_REQUESTS``: with more, all must have followed the path). Drafting ahead runs one
 engine step per call (each a streaming update of one token, as a decode step),
 so in ``auto`` a job that comes stops it after the step in flight: a job waits
 at most one draft step for drafting it did not ask for. Where drafts and
@@ -34,6 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 GAPS = 4  # the gaps a decision looks at (their median: one slow step, a prefill, does not count)
+# ``auto`` drafts ahead for a job of this many requests at most. A job is answered at once only where every one
+# of its requests finds its drafts made, and one that misses waits for the step in flight besides: on the real
+# pair (bf16, the drafter on core 1, 2026-12-06) drafting ahead read 1.26x of not doing so at N = 1 and 0.78x
+# and 0.75x at N = 2 and 4, where the policy, seeing slower steps, drafted shallower (benchmarks/README.md).
+AUTO_MAX_REQUESTS = 1
 
 
 @dataclass
@@ -149,6 +155,6 @@ class DraftAhead:
         most = self._last_depth + 1
         if self.mode == "always":
             return most
-        if len(self.gaps) < GAPS or not self._step_s:
+        if requests > AUTO_MAX_REQUESTS or len(self.gaps) < GAPS or not self._step_s:
             return 0
         return min(most, int(statistics.median(self.gaps) / self._step_s))

@@ -146,3 +146,17 @@ def test_always_drafts_every_step_even_when_a_job_comes():
     assert len(sessions.calls) == 3
     ahead.job_arrived()
     assert ahead.take_counts()["ahead_late"] == 1
+
+
+def test_auto_drafts_ahead_for_a_job_of_one_request_only():
+    # With two, a job is answered at once only where both followed the path (AUTO_MAX_REQUESTS).
+    ahead, sessions = ahead_of("auto")
+    histories = {"a": [1, 2, 3], "b": [4, 5]}
+    ahead.gaps.extend([1.0] * GAPS)
+    ahead.timed(0.1, 1)
+    answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)
+    assert sessions.calls == []
+    answer(ahead, {"a": histories["a"]}, 3)
+    ahead.run(histories, never_waiting)
+    assert len(sessions.calls) == 4
