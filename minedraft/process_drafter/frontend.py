@@ -16,7 +16,7 @@ from typing import Any
 from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.methods import DEFAULT_METHOD, method_named
-from minedraft.config.drafter_device import DrafterDevice
+from minedraft.config.drafter_device import DrafterDevice, index_list
 from minedraft.log import get_logger
 from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
 
@@ -150,9 +150,13 @@ def _dflash_engine_kwargs(engine_args: Any, spec: dict[str, Any], device: Drafte
 
 
 def _warn_if_target_uses_drafter_cores(device: DrafterDevice) -> None:
+    """One warning where the target may compute on the drafter's cores: its binding unset, or a list that holds
+    them (the target's worker then stays unbound: worker/target_cores.py). Per-rank lists and ``nobind`` are
+    the user's own placement."""
     bind = inherited("VLLM_CPU_OMP_THREADS_BIND") or "auto"
-    if bind in ("auto", "all", ""):
+    cores = index_list(bind)
+    if (cores is None and bind in ("auto", "all")) or (cores is not None and set(cores) & set(device.indices)):
         logger.warning(
-            "MineDraft process drafter on %s, but the target's OpenMP threads may use every core "
+            "MineDraft process drafter on %s, but the target's OpenMP threads may use its cores "
             "(VLLM_CPU_OMP_THREADS_BIND=%s): bind the target elsewhere (e.g. VLLM_CPU_OMP_THREADS_BIND=0) "
             "so the two do not share cores.", device, bind)

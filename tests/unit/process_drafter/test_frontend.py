@@ -86,3 +86,23 @@ def test_front_end_refuses_a_process_drafter_under_data_parallelism(model_dir):
     args.data_parallel_size = 2
     with pytest.raises(MineDraftConfigError, match="with data parallelism: every rank would start a draft engine"):
         args.create_engine_config()
+
+
+@pytest.mark.parametrize(("bind", "warned"), [
+    (None, True), ("auto", True), ("1", True), ("0-1", True),  # unset, or a list holding the drafter's core
+    ("0", False), ("0|1", False), ("nobind", False),  # cores of its own, per-rank lists, the user's placement
+])
+def test_one_warning_where_the_target_may_compute_on_the_drafter_s_cores(monkeypatch, caplog, bind, warned):
+    import logging
+
+    from minedraft.config.drafter_device import DrafterDevice
+    from minedraft.process_drafter.frontend import _warn_if_target_uses_drafter_cores
+
+    if bind is None:
+        monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", bind)
+    with caplog.at_level(logging.WARNING, logger="minedraft"):
+        _warn_if_target_uses_drafter_cores(DrafterDevice.parse("cpu:1"))
+    said = [r.getMessage() for r in caplog.records if "do not share cores" in r.getMessage()]
+    assert len(said) == int(warned)
