@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from harness.child import run_once, serve
 from harness.engine_args import Speculation, engine_kwargs
-from minedraft.config.drafter_device import index_list
+from minedraft.config.drafter_device import index_list, named_cores
 from minedraft.worker.target_cores import CoreBinding
 
 
@@ -60,7 +60,9 @@ def uniform_workload(seed: int, num_requests: int, prompt_tokens: int, max_token
 
 
 def make_handler(spec: dict):
-    if spec.get("cores"):  # before the engine: vLLM 0.32.0 binds a one-worker engine to nothing
+    # Before the engine (vLLM 0.32.0 binds a one-worker engine to nothing); from the spec, not the variable, which
+    # make test's workers set for every child they start (tests/conftest.py).
+    if spec.get("cores"):
         CoreBinding(index_list(spec["cores"])).apply()
     from vllm import LLM, SamplingParams
 
@@ -171,7 +173,7 @@ Result = TypeVar("Result")
 def engine_cores() -> list[int]:
     """The cores this process's engines may use: those ``VLLM_CPU_OMP_THREADS_BIND`` lists where it is one
     list of cores (``make test``'s workers each set their share: tests/conftest.py), else this process's."""
-    return list(index_list(os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "")) or sorted(os.sched_getaffinity(0)))
+    return list(named_cores() or sorted(os.sched_getaffinity(0)))
 
 
 def two_at_a_time(runs: dict[str, Callable[[dict[str, str]], Result]]) -> dict[str, Result]:

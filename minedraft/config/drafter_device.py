@@ -91,3 +91,9 @@ def index_list(text: str) -> tuple[int, ...] | None:
             return None
         out += range(lo, hi + 1)
     return tuple(sorted(set(out))) or None
+
+
+def named_cores() -> tuple[int, ...] | None:
+    """The one list of cores ``VLLM_CPU_OMP_THREADS_BIND`` names; None for ``auto``, ``nobind``, a list per rank
+    (``0|1``) or none set."""
+    return index_list(inherited("VLLM_CPU_OMP_THREADS_BIND") or "")

@@ -16,7 +16,7 @@ from typing import Any
 from minedraft.config.environment import inherited
 from minedraft.config.errors import MineDraftConfigError
 from minedraft.config.methods import DEFAULT_METHOD, method_named
-from minedraft.config.drafter_device import DrafterDevice, index_list
+from minedraft.config.drafter_device import DrafterDevice, named_cores
 from minedraft.log import get_logger
 from minedraft.registry import DRAFT_ENGINE_KEY, DRAFT_SCHEDULER_QUALNAME, PROPOSER_QUALNAME
 
@@ -154,7 +154,7 @@ def _warn_if_target_uses_drafter_cores(device: DrafterDevice) -> None:
     them (the target's worker then stays unbound: worker/target_cores.py). Per-rank lists and ``nobind`` are
     the user's own placement."""
     bind = inherited("VLLM_CPU_OMP_THREADS_BIND") or "auto"
-    cores = index_list(bind)
+    cores = named_cores()
     if (cores is None and bind in ("auto", "all")) or (cores is not None and set(cores) & set(device.indices)):
         logger.warning(
             "MineDraft process drafter on %s, but the target's OpenMP threads may use its cores "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from minedraft.config.drafter_device import index_list
+from minedraft.config.drafter_device import named_cores
 from minedraft.config.environment import inherited
 
 # The OpenMP variables vLLM's multiprocess executor sets for the workers it binds (ompmultiprocessing.py).
@@ -34,7 +34,7 @@ def target_cores(drafter_cores: set[int] | None) -> tuple[int, ...] | None:
     cores it shares with the drafter, it could not use the others)."""
     if not drafter_cores or any(inherited(name) for name in _VLLM_BOUND):
         return None
-    cores = index_list(inherited("VLLM_CPU_OMP_THREADS_BIND") or "")
+    cores = named_cores()
     return None if cores is None or drafter_cores.intersection(cores) else cores
 
 
@@ -67,7 +67,7 @@ class CoreBinding:
 def bind_to_named_cores() -> CoreBinding | None:
     """The calling thread on ``VLLM_CPU_OMP_THREADS_BIND``'s one list, for an engine of any kind built in it next
     (the benchmarks' processes: a stock engine "on core 0" would otherwise compute on every core)."""
-    cores = index_list(inherited("VLLM_CPU_OMP_THREADS_BIND") or "")
+    cores = named_cores()
     if cores is None:
         return None
     binding = CoreBinding(cores)
