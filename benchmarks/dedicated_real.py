@@ -120,9 +120,13 @@ def plot(result: dict, path: Path) -> Path:
     loads = result["meta"]["loads"]
     fig, (rates, ratio) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     plot_rates(rates, result, "target on core 0, drafter on core 1")
-    for key, label in (("process_no_ahead@0+1_equal_concurrency", "MineDraft / best on core 0"),
-                       ("process_no_ahead@0+1_per_hardware", "MineDraft / best on both cores"),
+    for key, label in (("process_ahead@0+1_equal_concurrency", "the default / best on core 0"),
+                       ("process_ahead@0+1_per_hardware", "the default / best on both cores"),
+                       ("process_no_ahead@0+1_equal_concurrency", "without drafting ahead / best on core 0"),
+                       ("process_no_ahead@0+1_per_hardware", "without drafting ahead / best on both cores"),
                        ("ahead_over_no_ahead", "drafting ahead / without")):
+        if not any(key in result["summary"][str(n)] for n in loads):
+            continue
         ratio.plot(loads, [result["summary"][str(n)].get(key) for n in loads], marker="o", label=label)
     finish_ratio_panel(ratio, loads)
     return runner.save(fig, path)

@@ -39,8 +39,8 @@ VARIABLES = (
     Variable("MINEDRAFT_DRAFTER_TIMEOUT_S", "drafter_timeout_s", "front end",
              "how long the target waits for a process drafter's drafts (default 2)"),
     Variable("MINEDRAFT_DRAFT_AHEAD", "draft_ahead", "front end",
-             "the process drafter between jobs: auto (default: for a job of one request, drafts past its last "
-             "drafts as far as its spare time reaches), off or always"),
+             "the process drafter between jobs: auto (default: drafts past its last drafts as far as its spare "
+             "time reaches; a job of several requests gets those alone), off or always"),
     Variable("MINEDRAFT_LANE_TIMEOUT_S", "lane_timeout_s", "front end",
              "the most one in-process draft job may run before the worker ends with an error (default 60)"),
     Variable("MINEDRAFT_CAPTURE_MAX_MIB", "capture_max_mib", "front end",

@@ -62,10 +62,10 @@ class MineDraftSettings:
     # verifies without them (exact either way; counted in minedraft:late_drafts).
     drafter_timeout_s: float = 2.0
     # The process drafter between jobs (process_drafter/draft_engine/draft_ahead.py): auto (default) drafts past
-    # the drafts it sent, as if all are accepted, as far as its spare time while the target verifies reaches, for
-    # a job of one request; off: it waits for the next job; always: the job's depth and one more, after every job
-    # (tests, measurements). The real pair with the drafter on core 1 and the target bound to core 0 read 1.26x
-    # with auto at N = 1, as off at N = 2 and 4 (benchmarks/README, "the target bound to core 0").
+    # the drafts it sent, as if all are accepted, as far as its spare time while the target verifies reaches, and
+    # answers a job of several requests with the drafts made ahead alone; off: it waits for the next job; always:
+    # the job's depth and one more, after every job (tests, measurements). Measured: benchmarks/README, "Drafting
+    # ahead for every request".
     draft_ahead: str = "auto"
     # The most one in-process draft job may run; past it the worker ends with one error line and the
     # engine stops (worker/in_process/job_watchdog.py), well before vLLM's execute timeout (300 s): a job that

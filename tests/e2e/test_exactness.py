@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 
 import pytest
 
@@ -261,6 +262,20 @@ def test_process_drafter_accepts_like_stock_sd(stock_sd, minedraft_process):
 def test_workload_forced_preemption(mix_target_alone, run, request):
     assert mix_target_alone["metrics"].get("vllm:num_preemptions", 0) > 0
     assert _run(request, run)["metrics"].get("vllm:num_preemptions", 0) > 0
+
+
+def test_drafts_made_ahead_alone_answer_jobs_of_several_requests(kit, mix_target_alone, tmp_path):
+    """``draft_ahead: auto`` with room for every step (tests/e2e/fault_draft_engine.py): each job of several
+    requests gets the drafts made ahead and nothing more, the rest of its requests verified without drafts."""
+    settings = {**PROCESS_DRAFTER, "draft_ahead": "auto"}
+    result = run_with_faults("drafter_roomy", "minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
+                             minedraft=settings, log_dir=tmp_path)
+    assert result["tokens"] == mix_target_alone["tokens"]
+    log = (tmp_path / "minedraft_parallel.log").read_text()
+    hits, misses = map(int, re.search(r"drafted ahead: (\d+) requests found their drafts made, (\d+) left", log)
+                       .groups())
+    assert hits > 0 and misses > 0, (hits, misses)
+    assert result["metrics"]["vllm:spec_decode_num_accepted_tokens"] > 0
 
 
 def test_draft_lane_fault_becomes_an_engine_error(kit):

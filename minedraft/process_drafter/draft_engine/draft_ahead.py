@@ -16,14 +16,23 @@ How far ahead: ``off``; ``always`` (the job's depth and the guess, after every
 job: the tests' and measurements' setting); or ``auto``, as far as the
 drafter's spare time reaches: the time from a reply to the next job (the
 *gap*, measured on every job; the median of the last few) over the engine's
-time per step (measured on its last drafting call), for a job of one request
-(``AUTO_MAX_REQUESTS``: with more, all must have followed the path). Drafting ahead runs one
-engine step per call (each a streaming update of one token, as a decode step),
-so in ``auto`` a job that comes stops it after the step in flight: a job waits
-at most one draft step for drafting it did not ask for. Where drafts and
-verification alternate (a second group, or a target that sends the next job at
-once) the gap is short and nothing is drafted ahead. Drafting ahead costs the
-target's hardware nothing: the drafter has its own.
+time per decode step (measured on its last drafting call), rounded. Drafting
+ahead runs one engine step per call (each a streaming update of one token, as
+a decode step), so in ``auto`` a job that comes stops it after the step in
+flight: a job waits at most one draft step (as a rule half of one) for
+drafting it did not ask for. Where drafts and verification alternate (a
+second group, or a target that sends the next job at once) the gap is short
+and nothing is drafted ahead. Drafting ahead costs the target's hardware
+nothing: the drafter has its own.
+
+A miss. In ``always``, and in ``auto`` for a job of one request, a request
+whose drafts were not made ahead waits for them to be made now. In ``auto``
+a job of more requests, where the gaps have room, is answered at once
+(``answers_at_once``): such a request gets no drafts this step (verified
+without drafts, exact: the target samples its next token as it would alone)
+and is drafted ahead from its new history while the target verifies. Were it
+waited for, every request of the job would wait for the slowest, and the
+chance that all N followed the path falls as its N-th power.
 """
 
 from __future__ import annotations
@@ -35,11 +44,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 GAPS = 4  # the gaps a decision looks at (their median: one slow step, a prefill, does not count)
-# ``auto`` drafts ahead for a job of this many requests at most. A job is answered at once only where every one
-# of its requests finds its drafts made, and one that misses waits for the step in flight besides: on the real
-# pair (bf16, the drafter on core 1, 2026-12-06) drafting ahead read 1.26x of not doing so at N = 1 and 0.78x
-# and 0.75x at N = 2 and 4, where the policy, seeing slower steps, drafted shallower (benchmarks/README.md).
-AUTO_MAX_REQUESTS = 1
+# ``auto``: a job of at most this many requests waits for the drafts not made ahead; one of more is answered at
+# once. On the real pair (bf16, the drafter on core 1, 2026-12-06) drafting ahead with every job waiting read
+# 1.26x of not drafting ahead at N = 1, and 0.78x and 0.75x at N = 2 and 4: one miss held the whole job.
+WAITING_MAX_REQUESTS = 1
 
 
 @dataclass
@@ -108,9 +116,14 @@ class DraftAhead:
                 self.counts.misses += 1
         return ready
 
+    def answers_at_once(self, requests: int) -> bool:
+        """A job of ``requests`` gets only the drafts made ahead (``auto``, where the gaps have room to draft
+        ahead: requests new to the engine, or back from depth 0, are drafted ahead during the target's step)."""
+        return self.mode == "auto" and requests > WAITING_MAX_REQUESTS and self._room() >= 2
+
     def answered(self, drafted: Mapping[str, list[int]], depth: int) -> None:
-        """The job's drafts: what to draft past when idle."""
-        self._last_job = {req_id: drafts for req_id, drafts in drafted.items() if drafts}
+        """The job's drafts (a request answered without any: none): what to draft past when idle."""
+        self._last_job = {req_id: list(drafts) for req_id, drafts in drafted.items()}
         self._last_depth = depth
 
     def timed(self, seconds: float, steps: int) -> None:
@@ -135,14 +148,15 @@ class DraftAhead:
         base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories
                 and len(histories[req_id]) + len(last[req_id]) + steps <= self.max_model_len}
         made: dict[str, list[int]] = {req_id: [] for req_id in base}
-        for _ in range(steps):
+        for step_index in range(steps):
             if waiting():
                 self._arrived_at = self._arrived_at or time.perf_counter()  # a job came: it is late
                 if self.mode == "auto":
                     break
             started = time.perf_counter()
             step = self.draft({r: [*histories[r], *last[r], *tokens] for r, tokens in made.items()}, 1)
-            self.timed(time.perf_counter() - started, 1)
+            if step_index:  # the first feeds what the target accepted (a new request: its prompt), the rest a token
+                self.timed(time.perf_counter() - started, 1)
             made = {r: [*tokens, *step[r]] for r, tokens in made.items() if step.get(r)}
         for req_id, tokens in made.items():
             if len(tokens) >= 2:
@@ -153,8 +167,12 @@ class DraftAhead:
         if self.mode == "off" or not requests:
             return 0
         most = self._last_depth + 1
-        if self.mode == "always":
-            return most
-        if requests > AUTO_MAX_REQUESTS or len(self.gaps) < GAPS or not self._step_s:
+        return most if self.mode == "always" else min(most, self._room())
+
+    def _room(self) -> int:
+        """``auto``: the engine steps the median recent gap holds, the last one where over half of it fits (0
+        until measured). A job then waits less than half a step for one draft more per request: on the real
+        pair the target's step at N = 4 held 2.9 draft steps (2026-12-06)."""
+        if len(self.gaps) < GAPS or not self._step_s:
             return 0
-        return min(most, int(statistics.median(self.gaps) / self._step_s))
+        return int(statistics.median(self.gaps) / self._step_s + 0.5)

@@ -19,7 +19,7 @@ line::
 
 Between jobs it drafts ahead (draft_ahead.py): past the drafts it just sent,
 as if the target accepts them all, so that the next job's drafts may be made
-already.
+already; a job of several requests may then be answered with those alone.
 
 It speaks the child protocol (minedraft/process_drafter/protocol.py): replies
 go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the log file
@@ -87,8 +87,10 @@ class DraftEngine:
 
     def _draft(self, histories: dict[str, list[int]], depth: int) -> dict[str, list[int]]:
         """``depth`` drafts per request: those made ahead, the rest drafted now (one engine call per
-        number of drafts still missing)."""
+        number of drafts still missing); only those made ahead where the job is answered at once."""
         ready = self.ahead.take(histories, depth)
+        if self.ahead.answers_at_once(len(histories)):
+            return {r: ready.get(r, []) for r in histories}
         drafted = {r: drafts for r, drafts in ready.items() if len(drafts) == depth}
         missing: dict[int, dict[str, list[int]]] = {}
         for r, history in histories.items():
@@ -103,14 +105,15 @@ class DraftEngine:
         return drafted
 
     def _mismatches(self, drafted: dict[str, list[int]], depth: int) -> int:
-        """How many session drafts differ from drafting the same history as a new request."""
+        """How many session drafts differ from drafting the same history as a new request (a job answered
+        at once: from its first drafts as many)."""
         from vllm import SamplingParams
 
-        ids = list(drafted)
+        ids = [r for r, drafts in drafted.items() if drafts]
         params = SamplingParams(temperature=0, max_tokens=depth, ignore_eos=True, detokenize=False)
         outputs = self.llm.generate([{"prompt_token_ids": self.histories.tokens[r]} for r in ids], params,
                                     use_tqdm=False) if ids else []
-        return sum(drafted[r] != list(o.outputs[0].token_ids) for r, o in zip(ids, outputs))
+        return sum(drafted[r] != list(o.outputs[0].token_ids)[:len(drafted[r])] for r, o in zip(ids, outputs))
 
 
 def start(spec: dict[str, Any], engine_cls: type[DraftEngine] = DraftEngine) -> tuple[Handler, dict[str, Any]]:

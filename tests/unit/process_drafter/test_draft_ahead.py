@@ -106,9 +106,10 @@ def test_no_history_runs_past_the_model_length():
 
 @pytest.mark.parametrize(("gaps_s", "step_s", "steps"), [
     ([1.0] * GAPS, 0.1, 4),  # room for more than depth + 1: depth + 1
-    ([0.1, 0.35, 0.35, 9.0], 0.1, 3),  # the median gap, 0.35 s: three steps
-    ([0.25] * GAPS, 0.1, 2),
-    ([0.15] * GAPS, 0.1, 0),  # one step would draft only the guess
+    ([0.1, 0.33, 0.33, 9.0], 0.1, 3),  # the median gap, 0.33 s: three steps
+    ([0.24] * GAPS, 0.1, 2),
+    ([0.27] * GAPS, 0.1, 3),  # over half of the third step fits: the job waits for the rest of it
+    ([0.14] * GAPS, 0.1, 0),  # one step would draft only the guess
 ])
 def test_auto_drafts_as_many_steps_as_fit_in_the_median_recent_gap(gaps_s, step_s, steps):
     ahead, sessions = ahead_of("auto")
@@ -148,15 +149,42 @@ def test_always_drafts_every_step_even_when_a_job_comes():
     assert ahead.take_counts()["ahead_late"] == 1
 
 
-def test_auto_drafts_ahead_for_a_job_of_one_request_only():
-    # With two, a job is answered at once only where both followed the path (AUTO_MAX_REQUESTS).
+def auto_drafting_ahead(histories: dict[str, list[int]]) -> tuple[DraftAhead, RuleSessions, dict]:
+    """``auto`` with room for every step, after one job of ``histories`` and the drafting ahead after it."""
     ahead, sessions = ahead_of("auto")
-    histories = {"a": [1, 2, 3], "b": [4, 5]}
     ahead.gaps.extend([1.0] * GAPS)
     ahead.timed(0.1, 1)
-    answer(ahead, histories, 3)
+    drafts = answer(ahead, histories, 3)
     ahead.run(histories, never_waiting)
-    assert sessions.calls == []
-    answer(ahead, {"a": histories["a"]}, 3)
+    return ahead, sessions, drafts
+
+
+def test_auto_answers_a_job_of_several_requests_with_the_drafts_made_ahead_alone():
+    histories = {"a": [1, 2, 3], "b": [4, 5]}
+    ahead, sessions, drafts = auto_drafting_ahead(histories)
+    assert len(sessions.calls) == 4  # both requests, the guess and three drafts
+    assert ahead.answers_at_once(2) and not ahead.answers_at_once(1)  # a job of one waits for its drafts
+    # a followed the path; b kept one draft and the target sampled another token: b gets no drafts now,
+    # and is drafted ahead from its new history, past the draft model's guess of the target's next token.
+    histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
+    histories["b"] += [drafts["b"][0], next_token(drafts["b"][0]) + 1]
+    ready = ahead.take(histories, 3)
+    assert ready == {"a": greedy(histories["a"], 3)}
+    ahead.answered({"a": ready["a"], "b": []}, 3)
     ahead.run(histories, never_waiting)
-    assert len(sessions.calls) == 4
+    histories["b"].append(next_token(histories["b"][-1]))  # verified without drafts: the guess
+    assert ahead.take(histories, 3) == {"b": greedy(histories["b"], 3)}
+
+
+def test_always_and_a_gap_without_room_wait_for_every_draft():
+    always, _ = ahead_of("always")
+    answer(always, {"a": [1], "b": [2]}, 3)
+    always.run({"a": [1], "b": [2]}, never_waiting)
+    assert not always.answers_at_once(2)  # the tests' setting: every job gets its depth
+    ahead, sessions, _ = auto_drafting_ahead({"a": [1], "b": [2]})
+    assert ahead.answers_at_once(2)
+    ahead.gaps.extend([0.14] * GAPS)  # the target sends jobs at once (a second group): one step's room
+    ahead.timed(0.1, 1)
+    answer(ahead, {"a": [1], "b": [2]}, 3)
+    ahead.run({"a": [1], "b": [2]}, never_waiting)
+    assert not ahead.answers_at_once(2)
