@@ -265,9 +265,10 @@ def test_workload_forced_preemption(mix_target_alone, run, request):
 
 
 def test_drafts_made_ahead_alone_answer_jobs_of_several_requests(kit, mix_target_alone, tmp_path):
-    """``draft_ahead: auto`` with room for every step (tests/e2e/fault_draft_engine.py): each job of several
-    requests gets the drafts made ahead and nothing more, the rest of its requests verified without drafts."""
-    settings = {**PROCESS_DRAFTER, "draft_ahead": "auto"}
+    """``draft_ahead: auto`` with room for every step (tests/e2e/fault_draft_engine.py), every step plain SD (its
+    job inline): each job of several requests gets the drafts made ahead and nothing more, the rest of its
+    requests verified without drafts."""
+    settings = {**PROCESS_DRAFTER, "draft_ahead": "auto", "mode": "stock"}
     result = run_with_faults("drafter_roomy", "minedraft_parallel", str(kit.target), str(kit.draft_perturbed),
                              minedraft=settings, log_dir=tmp_path)
     assert result["tokens"] == mix_target_alone["tokens"]

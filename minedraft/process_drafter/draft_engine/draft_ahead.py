@@ -27,8 +27,9 @@ nothing: the drafter has its own.
 
 A miss. In ``always``, and in ``auto`` for a job of one request, a request
 whose drafts were not made ahead waits for them to be made now. In ``auto``
-a job of more requests, where the gaps have room, is answered at once
-(``answers_at_once``): such a request gets no drafts this step (verified
+a job of more requests that the target waits on (inline: a step of plain SD;
+a parallel step's job has the target's step to be drafted in), where the gaps
+have room, is answered at once (``answers_at_once``): such a request gets no drafts this step (verified
 without drafts, exact: the target samples its next token as it would alone)
 and is drafted ahead from its new history while the target verifies. Were it
 waited for, every request of the job would wait for the slowest, and the

@@ -7,7 +7,7 @@ builds ``LLM`` (engine core in this process; prefix caching off: the draft
 sessions keep each request's KV), warms up and
 says ``{"ready": ...}``. Then, per JSON line on stdin::
 
-    {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids]}
+    {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids], "inline": true}
 
 it applies the histories (minedraft/process_drafter/history.py) and drafts k tokens
 greedily for each id of ``draft`` in that request's draft session
@@ -73,7 +73,10 @@ class DraftEngine:
         ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
         depth = job.get("k", self.k)
-        drafted = self._draft({r: self.histories.tokens[r] for r in ids}, depth)
+        # A deferred job (a parallel step's) has the target's step to be drafted in: only an inline one is
+        # answered at once.
+        at_once = job.get("inline", False) and self.ahead.answers_at_once(len(ids))
+        drafted = self._draft({r: self.histories.tokens[r] for r in ids}, depth, at_once)
         self.ahead.answered(drafted, depth)
         reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,
                  "draft_s": round(time.perf_counter() - started, 6), **self.ahead.take_counts()}
@@ -85,11 +88,11 @@ class DraftEngine:
         """After each reply (protocol.serve): draft ahead while the target verifies."""
         self.ahead.run(self.histories.tokens, waiting)
 
-    def _draft(self, histories: dict[str, list[int]], depth: int) -> dict[str, list[int]]:
+    def _draft(self, histories: dict[str, list[int]], depth: int, at_once: bool) -> dict[str, list[int]]:
         """``depth`` drafts per request: those made ahead, the rest drafted now (one engine call per
-        number of drafts still missing); only those made ahead where the job is answered at once."""
+        number of drafts still missing); only those made ahead where the job is answered ``at_once``."""
         ready = self.ahead.take(histories, depth)
-        if self.ahead.answers_at_once(len(histories)):
+        if at_once:
             return {r: ready.get(r, []) for r in histories}
         drafted = {r: drafts for r, drafts in ready.items() if len(drafts) == depth}
         missing: dict[int, dict[str, list[int]]] = {}

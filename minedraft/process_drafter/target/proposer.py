@@ -194,9 +194,12 @@ class ProcessDrafterProposer:
             return ProcessDrafterJob(list(req_ids), drafted, [], [], depth, next_tokens)
         return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
 
-    def send(self, job: ProcessDrafterJob) -> int | None:
-        """Send ``job``; its id (None: nothing to send, or the drafter is gone)."""
+    def send(self, job: ProcessDrafterJob, inline: bool = False) -> int | None:
+        """Send ``job``; its id (None: nothing to send, or the drafter is gone). ``inline``: the target waits
+        for it now (a step of plain SD), so the draft engine may answer with the drafts it made ahead alone."""
         message = job.message() if self.context is None else self._with_context(job)
+        if inline and message is not None:
+            message["inline"] = True
         job_id = None if message is None else self.client.send(message)
         if message is not None and "context" in message and not job.drafted:
             self._unread = job_id  # a job with drafts is awaited anyway
@@ -250,7 +253,7 @@ class ProcessDrafterProposer:
     def round_trip(self, job: ProcessDrafterJob) -> MineDraftDraftTokenIds:
         """Inline (a plain-SD step): send and wait; the round trip is timed."""
         sent_at = time.perf_counter()
-        return self.receive(job, self.send(job), sent_at)
+        return self.receive(job, self.send(job, inline=True), sent_at)
 
     def release(self, req_ids: Iterable[str]) -> None:
         """Finished or preempted requests: dropped by the drafter with the next job."""
