@@ -29,9 +29,10 @@ A miss. In ``always``, and in ``auto`` for a job of one request, a request
 whose drafts were not made ahead waits for them to be made now. In ``auto``
 a job of more requests that the target waits on (inline: a step of plain SD;
 a parallel step's job has the target's step to be drafted in), where the gaps
-have room, is answered at once (``answers_at_once``): such a request gets no drafts this step (verified
-without drafts, exact: the target samples its next token as it would alone)
-and is drafted ahead from its new history while the target verifies. Were it
+have room, is answered at once (``answers_at_once``): such a request gets no
+drafts this step (verified without drafts, exact: the target samples its next
+token as it would alone) and is drafted ahead from its new history while the
+target verifies. Were it
 waited for, every request of the job would wait for the slowest, and the
 chance that all N followed the path falls as its N-th power.
 """
@@ -117,14 +118,15 @@ class DraftAhead:
                 self.counts.misses += 1
         return ready
 
-    def answers_at_once(self, requests: int) -> bool:
-        """A job of ``requests`` gets only the drafts made ahead (``auto``, where the gaps have room to draft
-        ahead: requests new to the engine, or back from depth 0, are drafted ahead during the target's step)."""
-        return self.mode == "auto" and requests > WAITING_MAX_REQUESTS and self._room() >= 2
+    def answers_at_once(self, requests: int, inline: bool) -> bool:
+        """A job of ``requests`` gets only the drafts made ahead (``auto``, a job the target waits on, where the
+        gaps have room to draft ahead: requests new to the engine, or back from depth 0, are drafted ahead during
+        the target's step)."""
+        return self.mode == "auto" and inline and requests > WAITING_MAX_REQUESTS and self._room() >= 2
 
     def answered(self, drafted: Mapping[str, list[int]], depth: int) -> None:
         """The job's drafts (a request answered without any: none): what to draft past when idle."""
-        self._last_job = {req_id: list(drafts) for req_id, drafts in drafted.items()}
+        self._last_job = dict(drafted)
         self._last_depth = depth
 
     def timed(self, seconds: float, steps: int) -> None:

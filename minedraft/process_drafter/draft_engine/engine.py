@@ -73,9 +73,7 @@ class DraftEngine:
         ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]
         depth = job.get("k", self.k)
-        # A deferred job (a parallel step's) has the target's step to be drafted in: only an inline one is
-        # answered at once.
-        at_once = job.get("inline", False) and self.ahead.answers_at_once(len(ids))
+        at_once = self.ahead.answers_at_once(len(ids), inline=job.get("inline", False))
         drafted = self._draft({r: self.histories.tokens[r] for r in ids}, depth, at_once)
         self.ahead.answered(drafted, depth)
         reply = {"job": job["job"], "drafts": [drafted.get(r, []) for r in job["draft"]], "resync": resync,

@@ -163,7 +163,8 @@ def test_auto_answers_a_job_of_several_requests_with_the_drafts_made_ahead_alone
     histories = {"a": [1, 2, 3], "b": [4, 5]}
     ahead, sessions, drafts = auto_drafting_ahead(histories)
     assert len(sessions.calls) == 4  # both requests, the guess and three drafts
-    assert ahead.answers_at_once(2) and not ahead.answers_at_once(1)  # a job of one waits for its drafts
+    assert ahead.answers_at_once(2, inline=True) and not ahead.answers_at_once(1, inline=True)  # one waits
+    assert not ahead.answers_at_once(2, inline=False)  # a parallel step's job: the target's step to draft in
     # a followed the path; b kept one draft and the target sampled another token: b gets no drafts now,
     # and is drafted ahead from its new history, past the draft model's guess of the target's next token.
     histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
@@ -180,11 +181,11 @@ def test_always_and_a_gap_without_room_wait_for_every_draft():
     always, _ = ahead_of("always")
     answer(always, {"a": [1], "b": [2]}, 3)
     always.run({"a": [1], "b": [2]}, never_waiting)
-    assert not always.answers_at_once(2)  # the tests' setting: every job gets its depth
+    assert not always.answers_at_once(2, inline=True)  # the tests' setting: every job gets its depth
     ahead, sessions, _ = auto_drafting_ahead({"a": [1], "b": [2]})
-    assert ahead.answers_at_once(2)
+    assert ahead.answers_at_once(2, inline=True)
     ahead.gaps.extend([0.14] * GAPS)  # the target sends jobs at once (a second group): one step's room
     ahead.timed(0.1, 1)
     answer(ahead, {"a": [1], "b": [2]}, 3)
     ahead.run({"a": [1], "b": [2]}, never_waiting)
-    assert not ahead.answers_at_once(2)
+    assert not ahead.answers_at_once(2, inline=True)
