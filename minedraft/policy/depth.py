@@ -25,8 +25,10 @@ measured loss (benchmarks/README.md, "Why does the policy have each of its rules
   requests only (``recheck_rows``), those it has the fewest tokens to catch up on, and is priced so. It
   drafts at the depth the acceptance measured last predicts best, or where that is 0, at the shallowest that
   could pay: what it measures then confirms or overturns that prediction, in as many steps. A new load ends
-  a re-check; one ended before its drafts were made does not count. Acceptance that old decides no depth.
-  At a depth > 0 the position past it is re-checked the same way.
+  a re-check; one ended before its drafts were made does not count, nor does a step of it whose requests
+  all came back without drafts (``repeat_recheck``: a process drafter that answers at once, before it
+  holds the requests): it runs again. Acceptance that old decides no depth. At a depth > 0 the position
+  past it is re-checked the same way.
 * Costs go stale too: where no step near a load drafted for ``cost_stale_s``, what those steps measured
   may be a slow spell of the machine's, never measured again at depth 0. The re-check's ceiling then prices
   drafting at the draft's weights (step_costs.py), and the re-check forgets those steps and measures afresh.
@@ -55,6 +57,11 @@ from minedraft.policy.tuning import TUNING, Tuning
 from minedraft.policy.weight_bound import ruled_out_depths
 
 REPORT_EVERY_S = 10.0  # at most one log line about a change per this many seconds of steps (decides nothing)
+# A re-check step whose drafts all came back empty runs again at most this many times. On the real pair (bf16, the
+# draft engine on core 1, draft_ahead auto, 2026-12-06) a batch of 8 new requests got its first drafts on the third
+# step at depth 3 (the draft engine prefilled their prompts meanwhile); a drafter that never answers is not
+# re-checked for ever.
+RECHECK_REPEATS = 4
 
 
 @dataclass
@@ -81,6 +88,7 @@ class DepthChoice:
     _recheck_bucket: int = 0  # the batch bucket it began at
     _recheck_before: float = 0.0  # _recheck_from before it began
     _recheck_depth: int = 0
+    _recheck_repeats: int = 0  # the re-check's steps run again: their drafts all came back empty
     _drafted_at: dict[int, float] = field(default_factory=dict)  # batch bucket -> when a decode step last drafted
     _weighed_on: tuple[int, int, int] | None = None  # the requests, costs and acceptance the depth was chosen on
     _recheck_due: float = -math.inf  # when a re-check from depth 0 may next be due (see holds_zero)
@@ -135,6 +143,14 @@ class DepthChoice:
                 and self._recheck_left <= 0
                 and self.seconds < self._recheck_due
                 and self._weighed_on == (num_reqs, self.costs.version, self.acceptance.version))
+
+    def repeat_recheck(self, rows: int) -> None:
+        """The re-check step chosen last drafted for ``rows`` requests and none of them got drafts: a process
+        drafter that answers a job at once with the drafts it made ahead (draft_ahead.py) has none for
+        requests it does not hold yet. That step measured nothing: the re-check asks for ``rows`` more."""
+        if self.rechecking and rows > 0 and self._recheck_repeats < RECHECK_REPEATS:
+            self._recheck_repeats += 1
+            self._recheck_left = max(self._recheck_left, 0) + rows
 
     def _depth(self, num_reqs: int, tokens_left: float, catch_up: int,
                survivals: Sequence[Sequence[float]] | None, closing: Sequence[float] | None,
@@ -295,6 +311,7 @@ class DepthChoice:
             self._drafted_at.pop(bucket, None)
         self._recheck_before, self._recheck_from = self._recheck_from, self.seconds
         self._recheck_left, self._recheck_depth = t.telling_trials - rows, deeper
+        self._recheck_repeats = 0
         self._recheck_bucket = batch_bucket(num_reqs)
         self.rechecks += 1
         self.rechecking = True

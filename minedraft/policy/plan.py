@@ -109,3 +109,6 @@ class StepResult:
     output_tokens: int = 0  # the tokens it sampled
     verified: Sequence[VerifiedDrafts] = ()
     seconds: float | None = None  # None: not timed (its drafting skipped, or the engine idled after it)
+    # At a depth > 0, none of its requests got the drafts asked for after it (a process drafter answering at
+    # once before it holds them, draft_ahead.py): what it cost is the drafter's start, not the depth's.
+    unanswered: bool = False

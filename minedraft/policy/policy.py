@@ -373,6 +373,8 @@ class SpeculationPolicy:
                     self.lookup_calibration.observe(v.req_id, self._lookup_estimated.get(v.req_id, 0.0), v.accepted)
         if self.depths is not None:
             self.depths.observe_verification(verified)
+            if result.unanswered:
+                self.depths.repeat_recheck(result.num_decoding)
         catch_up = self._count_catch_up(result)
         self._last_mix = (result.prefill_tokens, result.tokens - result.prefill_tokens)
         if result.seconds is None:
@@ -395,9 +397,12 @@ class SpeculationPolicy:
             # Rows the drafter left out (a re-check of a few, the hybrid's) cost no draft forward.
             drafted = (result.num_decoding - sum(rid in result.scheduled for rid in plan.undrafted)
                        if plan.undrafted else None)
+            # A step whose drafts all came back empty: its seconds are the drafter's start (a draft engine
+            # prefilling new prompts: 0.75 s where the target's step took 0.29, real pair at N = 16).
             self.depths.observe_step(result.num_decoding, plan.depth, result.tokens, result.seconds, catch_up,
                                      result.prefill_tokens,
-                                     fit=self._steps_timed > self.tuning.warm_up_steps and not first_at_shape,
+                                     fit=(self._steps_timed > self.tuning.warm_up_steps and not first_at_shape
+                                          and not result.unanswered),
                                      drafted=drafted)
 
     def _count_catch_up(self, result: StepResult) -> int:

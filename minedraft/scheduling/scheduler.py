@@ -56,7 +56,7 @@ from minedraft.policy import RequestView, SpeculationPolicy, StepKey, StepPlan, 
 from minedraft.policy.request_limits import requested_limit
 from minedraft.scheduling.drafter_limits import ChosenDepth, drafter_room, speculative_max_len
 from minedraft.scheduling.groups import choose_held, is_balanced
-from minedraft.scheduling.step_record import RanStep, scheduled_step, verified_drafts
+from minedraft.scheduling.step_record import RanStep, drafts_unanswered, scheduled_step, verified_drafts
 
 logger = get_logger(__name__)
 
@@ -140,8 +140,9 @@ class MineDraftScheduler(Scheduler):
         started = time.perf_counter()
         ran, self._ran = self._ran, None
         if ran is not None:  # timed to this schedule(): the engine joins the draft lane in its post-step
-            self.speculation.observe(ran.result if ran.started is None
-                                     else dataclasses.replace(ran.result, seconds=started - ran.started))
+            self.speculation.observe(dataclasses.replace(
+                ran.result, seconds=None if ran.started is None else started - ran.started,
+                unanswered=drafts_unanswered(ran.result, self.requests)))
         decoding = [r for r in self.running if not r.is_prefill_chunk]
         starting = self._starting()
         # A depth 0 that stands needs no request's view: the plan is made from the step's key (policy.py).

@@ -35,6 +35,18 @@ def scheduled_step(plan: StepPlan, output: SchedulerOutput, requests: dict[str, 
         measured=bool(drafts_on_lane or spec) or (plan.depth == 0 and decode_tokens > 0))
 
 
+def drafts_unanswered(result: StepResult, requests: dict[str, Request]) -> bool:
+    """Whether a step of plain SD at a depth > 0 got no drafts for any request it ran that decodes on: read at
+    the next ``schedule``, when the drafts made after it are the requests' own."""
+    plan = result.plan
+    if plan.depth == 0 or plan.parallel:
+        return False
+    running = [request for rid in result.scheduled if rid not in plan.undrafted
+               and (request := requests.get(rid)) is not None and not request.is_finished()
+               and not request.is_prefill_chunk]
+    return bool(running) and not any(request.spec_token_ids for request in running)
+
+
 def _decode_tokens(output: SchedulerOutput) -> int:
     """The step's tokens that decode: each decoding request's one token and its drafts."""
     spec = output.scheduled_spec_decode_tokens

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from minedraft.policy import RequestView, SpeculationPolicy, StepPlan, StepResult, StepView, VerifiedDrafts
-from minedraft.policy.depth import DepthChoice
+from minedraft.policy.depth import RECHECK_REPEATS, DepthChoice
 from minedraft.policy.tuning import TUNING
 
 TOKENS_LEFT = 1000  # a typical request's tokens left: weighed only against a catch-up
@@ -67,8 +67,9 @@ class FakeEngine:
         rates = self.rates(decodes, max_depth)
         return max(range(max_depth + 1), key=rates.__getitem__)
 
-    def step(self, choice: DepthChoice, decodes: int, catch_up: int = 0) -> int:
-        """One step of ``decodes`` requests at the choice's depth: verifies last step's drafts."""
+    def step(self, choice: DepthChoice, decodes: int, catch_up: int = 0, answered: bool = True) -> int:
+        """One step of ``decodes`` requests at the choice's depth: verifies last step's drafts. ``answered``
+        False: the drafts asked for after it come back empty, and the choice is told as policy.py tells it."""
         depth = choice.depth(decodes, TOKENS_LEFT, catch_up=catch_up)
         verified = []
         for request in range(decodes):
@@ -81,8 +82,11 @@ class FakeEngine:
         drafted = sum(v.drafts for v in verified)
         seconds = self.seconds(decodes, depth, drafted, catch_up if depth else 0)
         choice.observe_verification(verified)
-        choice.observe_step(decodes, depth, decodes + drafted, seconds, catch_up if depth else 0)
-        self.pending = dict.fromkeys(range(decodes), depth)
+        unanswered = depth > 0 and not answered
+        if unanswered:
+            choice.repeat_recheck(decodes)
+        choice.observe_step(decodes, depth, decodes + drafted, seconds, catch_up if depth else 0, fit=not unanswered)
+        self.pending = dict.fromkeys(range(decodes), 0 if unanswered else depth)
         return depth
 
 
@@ -186,6 +190,32 @@ def test_acceptance_measured_long_ago_decides_no_depth_before_a_recheck(seed):
     depths = run(choice, engine, 4, 12)
     assert depths[:2] == [3, 3] and choice.rechecks == rechecks + 1
     assert max(depths[2:]) <= 1 and depths[-3:] == [0, 0, 0], depths
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_recheck_whose_drafts_come_back_empty_runs_again(seed):
+    """Then 4 requests of a text the drafter predicts, whose drafter answers their first two jobs empty: a
+    process drafter answering at once has drafts made ahead only for requests it holds (on the real pair at
+    N = 16 it prefilled their prompts meanwhile, and the re-check, one step, measured nothing: depth 0 for the
+    rest of the batch, 2026-12-06). The steps that came back empty run again, and the load drafts."""
+    engine, choice = _after_a_long_stretch_at_depth_zero(seed)
+    assert engine.best(4, 3) == 3
+    rechecks = choice.rechecks
+    depths = [engine.step(choice, 4, answered=False) for _ in range(2)] + run(choice, engine, 4, 12)
+    assert depths[:4] == [3, 3, 3, 3] and choice.rechecks == rechecks + 1  # two repeated, then its own two
+    assert all(depths[-6:]) and near_best(engine, 4, depths[-3:], 3), depths
+
+
+def test_a_recheck_runs_again_a_bounded_number_of_times_for_a_drafter_that_never_answers():
+    engine, choice = _after_a_long_stretch_at_depth_zero(0)
+    rechecks = choice.rechecks
+    rechecking = []
+    for _ in range(20):
+        engine.step(choice, 4, answered=False)
+        rechecking.append(choice.rechecking)
+    assert choice.rechecks == rechecks + 1
+    assert sum(rechecking) == 2 + RECHECK_REPEATS, rechecking  # its two steps and the repeats
+    assert not any(rechecking[2 + RECHECK_REPEATS:])
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -134,3 +134,41 @@ def test_the_scheduler_measures_a_code_request_after_code_and_prose_first(model_
     run(make_request("code new", 12, 100))
     assert (sched.minedraft_totals.first_measurements == 1) is drafts
     assert (verified.get("code new", 0) > 40) is drafts, verified  # of its 50 steps or so, at depth 1
+
+
+class AnsweringLate(FakeWorker):
+    """A drafter that answers its first ``empty`` jobs after new requests with no drafts, as a process drafter
+    answering at once does before it holds them (draft_ahead.py)."""
+
+    def __init__(self, k: int, empty: int):
+        super().__init__(k, lambda rid, n: n)
+        self.empty = empty
+
+    def step(self, scheduler, output):
+        if not self.empty or output.num_spec_tokens_to_schedule == 0:
+            return super().step(scheduler, output)
+        self.empty -= 1
+        scheduler.update_draft_token_ids = lambda drafts: None  # the job's reply: no drafts
+        try:
+            return super().step(scheduler, output)
+        finally:
+            del scheduler.update_draft_token_ids  # the class's own again
+
+
+def test_a_step_whose_drafts_all_come_back_empty_is_marked_so(model_dir, monkeypatch):
+    """Plain SD at depth 3: the two steps whose jobs came back empty reach the policy as ``unanswered`` (not
+    fitted; a re-check's runs again: tests/unit/policy/test_depth.py), the steps whose drafts arrived do not."""
+    monkeypatch.setenv("MINEDRAFT_MODE", "stock")
+    sched = make_scheduler(model_dir, MineDraftScheduler)
+    for i in range(4):
+        sched.add_request(make_request(f"r{i}", 12, 60))
+    observed = []
+    observe = sched.speculation.observe
+    monkeypatch.setattr(sched.speculation, "observe", lambda result: (observed.append(result), observe(result)))
+    worker = AnsweringLate(3, empty=2)
+    for _ in range(6):
+        worker.step(sched, sched.schedule())
+    # The prefill step and the first decode step: their drafts came back empty; the next ones' arrived.
+    assert [r.unanswered for r in observed] == [True, True, False, False, False], \
+        [(r.plan.depth, r.prefill_tokens, r.verified) for r in observed]
+    assert observed[0].prefill_tokens and not observed[2].verified and observed[3].verified
