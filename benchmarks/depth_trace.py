@@ -38,6 +38,7 @@ def step_record(result, rechecking: bool, catch_up: int, clock: float) -> dict:
     return {"t": round(clock, 3), "depth": result.plan.depth, "requests": result.num_decoding,
             "tokens": result.tokens, "prompt_tokens": result.prompt_tokens, "catch_up": catch_up,
             "seconds": None if result.seconds is None else round(result.seconds, 4), "recheck": rechecking,
+            "unanswered": result.unanswered,
             "verified": [[v.drafts, v.accepted] for v in result.verified]}
 
 
