@@ -32,9 +32,9 @@ a parallel step's job has the target's step to be drafted in), where the gaps
 have room, is answered at once (``answers_at_once``): such a request gets no
 drafts this step (verified without drafts, exact: the target samples its next
 token as it would alone) and is drafted ahead from its new history while the
-target verifies. Were it
-waited for, every request of the job would wait for the slowest, and the
-chance that all N followed the path falls as its N-th power.
+target verifies. Were it waited for, every request of the job would wait for
+the slowest, and the chance that all N followed the path falls as its N-th
+power.
 """
 
 from __future__ import annotations
