@@ -112,6 +112,14 @@ def depth_key(depth: int | str) -> str:
     return f"{DEPTH_STEPS}[{depth}]"
 
 
+ACCEPTED_AT = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def accepted_at_key(position: int) -> str:
+    """The counters' key of the drafts accepted at one position (0: a request's first draft)."""
+    return f"{ACCEPTED_AT}[{position}]"
+
+
 def steps_by_depth(counters: dict[str, float]) -> dict[int, int]:
     """The steps run at each speculation depth (those with any), from counters keyed by :func:`depth_key`."""
     prefix = DEPTH_STEPS + "["
@@ -121,9 +129,12 @@ def steps_by_depth(counters: dict[str, float]) -> dict[int, int]:
 
 def engine_counters(llm) -> dict[str, float]:
     """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels; MineDraft's
-    per-depth steps also by depth (:func:`depth_key`)."""
+    per-depth steps also by depth (:func:`depth_key`), vLLM's accepted drafts by position (:func:`accepted_at_key`)."""
     metrics = {}
     for m in llm.get_metrics():
+        if m.name == ACCEPTED_AT:  # a Vector, one per engine
+            for position, n in enumerate(m.values):
+                metrics[accepted_at_key(position)] = metrics.get(accepted_at_key(position), 0) + n
         if hasattr(m, "value") and (m.name.startswith("minedraft") or m.name.startswith("vllm:spec_decode")
                                     or m.name == "vllm:num_preemptions"):
             metrics[m.name] = metrics.get(m.name, 0) + m.value

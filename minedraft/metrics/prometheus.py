@@ -38,6 +38,8 @@ _COUNTERS = {
     "instead of the model drafter's, summed over steps.",
     "lookup_drafts": "The second source's drafts verified (hybrid); vLLM's spec-decode counters count both sources.",
     "lookup_accepted": "The second source's drafts accepted (hybrid).",
+    "lookup_first_accepted": "Requests verified with the second source's drafts whose first draft was accepted "
+    "(hybrid): with vLLM's per-position counter, the model drafter's first-draft acceptance alone.",
     "lookup_only_steps": "Steps whose every decoding request verified the second source's drafts (hybrid), the "
     "others starting prompts: the model drafter skipped drafting after them and caught up when next drafted.",
     "undrafted_requests": "Requests the model drafter skipped after a step in which it drafted others, their "

@@ -56,6 +56,7 @@ class MineDraftStats:
     lookup_requests: int = 0  # sum over steps of requests verified with the second source's drafts (hybrid)
     lookup_drafts: int = 0  # of the second source's drafts, those verified
     lookup_accepted: int = 0  # of them, those accepted
+    lookup_first_accepted: int = 0  # of the lookup requests, those whose first draft was accepted
     lookup_only_steps: int = 0  # decoding requests all verified the second source's drafts: no model drafting
     undrafted_requests: int = 0  # sum over steps of requests the model drafter skipped while drafting others
     speculation_depth: int = 0  # the depth the last step drafted at (its drafts are verified next)
@@ -112,6 +113,7 @@ class MineDraftStats:
                 self.lookup_requests += 1
                 self.lookup_drafts += v.drafts
                 self.lookup_accepted += v.accepted
+                self.lookup_first_accepted += int(v.accepted > 0)
 
     @property
     def empty(self) -> bool:

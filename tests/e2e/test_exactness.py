@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from harness.sidebyside import IN_PROCESS_CORE, run_mode, steps_by_depth, two_at_a_time
+from harness.sidebyside import IN_PROCESS_CORE, accepted_at_key, run_mode, steps_by_depth, two_at_a_time
 from modelkit import build_kit
 from tests.e2e.fault_injection import run_with_faults
 
@@ -169,16 +169,24 @@ def test_each_request_s_verified_drafts_went_through_its_own_cut(mix_runs, run):
     assert m["minedraft:requests_by_drafts"] > 0, m
 
 
-# The model drafter's acceptance beside a lookup source may read this much below its acceptance alone. 0.15
-# until a clean-clone CI run (2026-12-04, 0482667) read 0.306 with n-gram matching against 0.469 alone, both
-# in auto mode, where the runs before had passed.
-ACCEPTANCE_MARGIN = 0.2
+# The model drafter's first-draft acceptance beside a lookup source may read this much below its first-draft
+# acceptance alone: a different mix of requests per source (the lookup source takes text that repeats itself,
+# which the model drafts well too), float32 sums, and samples of 100-600 verifications (one run of 2026-12-06
+# read 0.80, 0.85 and 0.75 beside suffix decoding, beside it on parallel steps and beside n-gram matching,
+# against 0.75, 0.69 and 0.75 alone). Compared at the first draft because the share of all drafts accepted
+# moves with the depths each run's policy chose from its step times (a token's acceptance falls with its
+# position): a clean-clone CI run (2026-12-06, 5cd341c) read 0.37 with n-gram matching, drafting few steps deep, against
+# 0.62 alone at a mean depth of 1.15. Drafts made on a draft KV cache or hidden states out of step read near 0.
+FIRST_DRAFT_MARGIN = 0.2
 
 
-def _model_acceptance(m: dict) -> float:
-    """Of the drafts the target verified, the model drafter's: the share accepted."""
-    drafts = m["vllm:spec_decode_num_draft_tokens"] - m["minedraft:lookup_drafts"]
-    return (m["vllm:spec_decode_num_accepted_tokens"] - m["minedraft:lookup_accepted"]) / drafts
+def _first_draft_acceptance(m: dict, lookup: bool = False) -> float:
+    """Of the requests verified with drafts, the share whose first draft was accepted; ``lookup``: of those
+    drafted by the model drafter (the lookup source's taken out of vLLM's counters, which count both)."""
+    requests, accepted = m["vllm:spec_decode_num_drafts"], m[accepted_at_key(0)]
+    if lookup:
+        requests, accepted = requests - m["minedraft:lookup_requests"], accepted - m["minedraft:lookup_first_accepted"]
+    return accepted / requests
 
 
 @pytest.mark.parametrize(("run", "alone", "source"), [
@@ -188,20 +196,14 @@ def _model_acceptance(m: dict) -> float:
 def test_both_sources_drafted_and_the_model_accepts_after_lookup_steps_as_without_them(mix_runs, run, alone,
                                                                                        source):
     """Both sources' drafts were verified, the lookup source's accepted; and the model drafter, which skipped
-    or ran over the steps where lookup drafts were verified (rejected ones among them), accepts at least as
-    it does without the second source (a draft KV cache or EAGLE-3 hidden states out of step after those
-    steps would lower it; float32 sums, a different mix of requests per source and, in auto mode, the depths
-    each run's policy chose from its step times (a token's acceptance falls with its position), hence a
-    margin)."""
+    or ran over the steps where lookup drafts were verified (rejected ones among them), accepts its first draft
+    about as often as it does without the second source (a draft KV cache or EAGLE-3 hidden states out of step
+    after those steps would lower it)."""
     m, plain = mix_runs[run]["metrics"], mix_runs[alone]["metrics"]
     assert m["minedraft:lookup_requests"] > 0 and m["minedraft:lookup_accepted"] > 0, m
     assert m["vllm:spec_decode_num_drafts"] > m["minedraft:lookup_requests"], m  # model drafts verified too
-    assert _model_acceptance(m) >= _acceptance_rate(plain) - ACCEPTANCE_MARGIN, (m, plain)
+    assert _first_draft_acceptance(m, lookup=True) >= _first_draft_acceptance(plain) - FIRST_DRAFT_MARGIN, (m, plain)
     assert f"MineDraft hybrid: {source}, beside the model drafter" in mix_runs[run]["log"]
-
-
-def _acceptance_rate(m: dict) -> float:
-    return m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_draft_tokens"]
 
 
 def test_ngram_ran_depth_0_steps_between_drafting_ones(mix_runs):

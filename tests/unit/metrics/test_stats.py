@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from vllm.v1.metrics.stats import SchedulerStats
 
 from minedraft.metrics.stats import PAYLOAD_KEY, MineDraftStats, attach, detach
+from minedraft.policy.plan import VerifiedDrafts
 
 
 def test_the_payload_rides_in_the_extra_field_and_leaves_the_connectors_stats_alone(plugins_loaded):
@@ -46,3 +47,11 @@ def test_steps_by_depth_and_requests_by_drafts_survive_the_payload():
     back = MineDraftStats.from_payload(payload)
     assert back.steps_by_depth == {"3": 2, "0": 1} and back.speculation_depth == 0
     assert back.requests_by_drafts == {"1": 4, "3": 2}
+
+
+def test_only_the_lookup_source_s_requests_count_and_their_first_drafts_accepted_once_each():
+    stats = MineDraftStats()
+    verified = [VerifiedDrafts("suffix", 8, 5), VerifiedDrafts("rejected", 6, 0), VerifiedDrafts("model", 3, 3)]
+    stats.observe_lookup(verified, {"suffix", "rejected"})
+    assert (stats.lookup_requests, stats.lookup_drafts, stats.lookup_accepted) == (2, 14, 5)
+    assert stats.lookup_first_accepted == 1
