@@ -10,7 +10,9 @@ Plain speculative decoding is always safe, so ``auto``:
 * where the drafter has hardware of its own, tries parallel steps at each load and keeps them where they
   win: ``trial_steps`` parallel steps, against the plain-SD rate measured at the same load just before
   (``trial_steps`` steps of it); kept where they win by ``margin`` (a tie goes to plain SD), and tried
-  again after ``trial_every`` decode steps at that load. A load is the decoding requests' bucket, the depth,
+  again after ``trial_every`` decode steps at that load. A trial that after a quarter of its steps runs
+  under ``trial_early_loss`` of plain SD's rate ends there, lost: no noise of a few steps hides a loss that
+  large, and each parallel step of it costs the load. A load is the decoding requests' bucket, the depth,
   and whether prompt tokens dominated the step before: each load has its own verdict.
 
 ``parallel`` and ``stock`` pin the choice (tests, measurements). Only steps that verify or draft count.
@@ -120,7 +122,8 @@ class OverlapChoice:
             self.on_change(f"MineDraft auto: parallel steps {'on' if chosen else 'off'} at {load} ({why})")
 
     def observe(self, allowed: bool, load: Load, tokens: int, seconds: float) -> None:
-        """One finished step planned at ``load`` with parallel steps ``allowed``."""
+        """One finished step planned at ``load`` with parallel steps ``allowed`` (not one whose requests all
+        came back without drafts: policy.py)."""
         if self.mode != "auto" or not self.dedicated or load.bucket == 0:
             return
         self.decode_steps += 1
@@ -131,10 +134,13 @@ class OverlapChoice:
             return  # a parallel step of a won load, or of a trial that ended
         self.trial_steps_run += 1
         self._trial.add(tokens, seconds)
+        baseline, rate = self._baseline[load].per_second, self._trial.per_second
+        rates = f"parallel {rate:.0f} tok/s vs plain SD {baseline:.0f} tok/s"
         if self._trial.steps >= self.tuning.trial_steps:
-            baseline, rate = self._baseline[load].per_second, self._trial.per_second
-            self._end_trial(load, rate > baseline * (1 + self.tuning.margin),
-                            f"parallel {rate:.0f} tok/s vs plain SD {baseline:.0f} tok/s")
+            self._end_trial(load, rate > baseline * (1 + self.tuning.margin), rates)
+        elif (self._trial.steps >= max(1, self.tuning.trial_steps // 4)
+              and rate < baseline * self.tuning.trial_early_loss):
+            self._end_trial(load, False, f"{rates} after {self._trial.steps} steps")
 
     def _end_trial(self, load: Load, win: bool, rates: str) -> None:
         self.trying = None

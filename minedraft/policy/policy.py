@@ -380,7 +380,8 @@ class SpeculationPolicy:
         if result.seconds is None:
             return
         load = plan.load if result.measured else Load(0, plan.depth)
-        self.overlap.observe(plan.parallel, load, result.output_tokens, result.seconds)
+        if not result.unanswered:  # a drafter's start (below) is not plain SD's rate: no trial's baseline
+            self.overlap.observe(plan.parallel, load, result.output_tokens, result.seconds)
         if self.depths is not None:
             # Steps that pay one-off costs are not fitted. oneDNN builds a kernel for each new row count on its
             # first call (about 1 ms a weight matrix): make demo's first depth-0 step at 32 requests took 10 ms,

@@ -75,6 +75,11 @@ class Tuning:
         "it (a drafter on hardware of its own)", "the design (41c44a9)")
     trial_every: int = _constant(
         400, "decode steps at one load before parallel steps are tried there again", "the design (41c44a9)")
+    trial_early_loss: float = _constant(
+        0.8, "a trial whose parallel steps, after a quarter of its steps, ran under this share of plain SD's rate "
+        "ends there, lost: a drafter that drafts ahead overlaps plain SD's steps already, and halving the batch "
+        "verified ran at 0.7x (a whole trial cost a batch of 8 a third of its rate)",
+        "real pair, drafter on core 1, N = 8 (2026-12-06)")
 
 
 TUNING = Tuning()
