@@ -129,7 +129,8 @@ def steps_by_depth(counters: dict[str, float]) -> dict[int, int]:
 
 def engine_counters(llm) -> dict[str, float]:
     """MineDraft's and vLLM's spec-decode counters, and preemptions, summed over labels; MineDraft's
-    per-depth steps also by depth (:func:`depth_key`), vLLM's accepted drafts by position (:func:`accepted_at_key`)."""
+    per-depth steps also by depth (:func:`depth_key`), vLLM's accepted drafts by position
+    (:func:`accepted_at_key`)."""
     metrics = {}
     for m in llm.get_metrics():
         if m.name == ACCEPTED_AT:  # a Vector, one per engine

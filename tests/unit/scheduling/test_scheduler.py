@@ -163,9 +163,10 @@ def test_stock_mode_scheduler_matches_stock_sd_step_for_step(model_dir):
 
 def test_scheduler_feeds_the_policy_decode_steps(model_dir):
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    # A drafter on hardware of its own: auto tries parallel steps.
-    sched.speculation.overlap = OverlapChoice("auto", dedicated=True,
-                                         tuning=dataclasses.replace(TUNING, trial_steps=3, trial_every=1000))
+    # A drafter on hardware of its own: auto tries parallel steps (all three of a trial's, whatever they read:
+    # a trial's early end is test_overlap.py's).
+    sched.speculation.overlap = OverlapChoice("auto", dedicated=True, tuning=dataclasses.replace(
+        TUNING, trial_steps=3, trial_every=1000, trial_early_loss=0.0))
     for i in range(6):
         sched.add_request(make_request(f"r{i}", 20, 60))
     worker = FakeWorker(3, lambda rid, n: n)
@@ -192,8 +193,9 @@ def test_policy_charges_the_post_step_draft_join(model_dir, monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(scheduler_module.time, "perf_counter", lambda: clock[0])
     sched = make_scheduler(model_dir, MineDraftScheduler)
-    policy = sched.speculation.overlap = OverlapChoice(
-        "auto", dedicated=True, tuning=dataclasses.replace(TUNING, trial_steps=4, trial_every=1000))
+    policy = sched.speculation.overlap = OverlapChoice(  # a trial that runs its steps however slow they are
+        "auto", dedicated=True, tuning=dataclasses.replace(TUNING, trial_steps=4, trial_every=1000,
+                                                           trial_early_loss=0.0))
     for i in range(6):
         sched.add_request(make_request(f"r{i}", 20, 60))
     worker = FakeWorker(3, lambda rid, n: n)
