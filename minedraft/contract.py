@@ -31,7 +31,7 @@ the ``propose`` call vLLM's runner makes, one of ``defer`` (a parallel step: nex
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -207,6 +207,16 @@ class DraftSource(ABC):
         in the step that computed them. None: it takes none (vLLM's own drafter reads what it needs from
         the propose call)."""
         return None
+
+    @property
+    def takes_prompts(self) -> bool:
+        """Whether ``prompts`` is wanted: the runner then finds each step's prompts (a drafter in a
+        process of its own prefills them beside the target's forward)."""
+        return False
+
+    def prompts(self, prompts: dict[str, Sequence[int]]) -> None:
+        """The prompts whose last chunks the step computes, before the target's forward: per request,
+        its prompt's tokens (``takes_prompts``)."""
 
     def add_context(self, entries: list, rows: list) -> None:
         """A step's context (process_drafter/target/step_context.py: per request its entry and hidden-state rows), where

@@ -169,10 +169,35 @@ class MineDraftRunnerMixin:
             execute = functools.partial(self.step_profiler.target, execute)
         if self.SUBMIT_BEFORE_TARGET:
             self.draft_source.start(plan.draft_only_req_ids)
+            self._send_prompts(scheduler_output)
             return execute()
         output = execute()
         self.draft_source.start(plan.draft_only_req_ids)
+        self._send_prompts(scheduler_output)
         return output
+
+    def _send_prompts(self, scheduler_output) -> None:
+        """The prompts whose last chunks this step computes, to a source that drafts from them beside the
+        target's forward (after the step's job: the drafter takes them in order). Not a prompt whose drafts
+        the step does not want (contract.py's undrafted rows), nor one resumed after preemption (its history
+        is more than its prompt: the next job sends it whole)."""
+        if not self.draft_source.takes_prompts:
+            return
+        scheduled = scheduler_output.num_scheduled_tokens
+        prompts = {}
+        for new in scheduler_output.scheduled_new_reqs:
+            tokens = new.prompt_token_ids
+            if tokens is not None and new.num_computed_tokens + scheduled.get(new.req_id, 0) >= len(tokens):
+                prompts[new.req_id] = tokens
+        cached = scheduler_output.scheduled_cached_reqs
+        for req_id, computed in zip(cached.req_ids, cached.num_computed_tokens):
+            state = self.requests.get(req_id)
+            tokens = None if state is None or req_id in cached.resumed_req_ids else state.prompt_token_ids
+            if tokens is not None and computed < len(tokens) <= computed + scheduled.get(req_id, 0):
+                prompts[req_id] = tokens
+        wanted = {req_id: tokens for req_id, tokens in prompts.items() if req_id not in self._undrafted}
+        if wanted:
+            self.draft_source.prompts(wanted)
 
     def take_draft_token_ids(self) -> DraftTokenIds | None:
         if self.step_profiler is not None:

@@ -16,6 +16,7 @@ class FakeClient:
 
     def __init__(self, late: bool | set[int] = False, fail: BaseException | None = None):
         self.kept, self.late, self.fail, self.sent = Histories(), late, fail, []
+        self.applied = 0  # jobs taken so far
         self.closed = False
 
     def send(self, message):
@@ -25,8 +26,12 @@ class FakeClient:
     def receive(self, job_id, timeout_s):
         if self.fail is not None:
             raise self.fail
+        # The engine takes every job in order, those nobody waits for too (their replies are skipped).
+        resync = []
+        while self.applied < job_id:
+            resync = self.kept.apply(self.sent[self.applied]["release"], self.sent[self.applied]["updates"])
+            self.applied += 1
         message = self.sent[job_id - 1]
-        resync = self.kept.apply(message["release"], message["updates"])
         if self.late is True or (self.late and job_id in self.late):
             return None
         return {"job": job_id, "resync": resync, "draft_s": 0.001,
@@ -42,7 +47,7 @@ def fake_proposer(client, drives_engine: bool = True) -> ProcessDrafterProposer:
     """A proposer (k = 3, model length 64) whose draft engine is ``client``; ``drives_engine=False``:
     a tensor-parallel rank other than 0's."""
     proposer = ProcessDrafterProposer.__new__(ProcessDrafterProposer)
-    proposer.k, proposer.max_model_len, proposer.timeout_s = 3, 64, 1.0
+    proposer.k, proposer.max_model_len, proposer.timeout_s, proposer.draft_ahead = 3, 64, 1.0, "auto"
     proposer.drives_engine = drives_engine
     proposer.sent, proposer.client, proposer.stats = SentHistories(), client, JobStats()
     proposer.context_layers, proposer.context, proposer.writer, proposer._unread = (), None, None, None

@@ -25,6 +25,15 @@ second group, or a target that sends the next job at once) the gap is short
 and nothing is drafted ahead. Drafting ahead costs the target's hardware
 nothing: the drafter has its own.
 
+A prompt. The target's worker sends each prompt as its last chunk is
+scheduled (``prompts``), before the target's forward over it: the engine
+prefills it and drafts ahead from it beside that forward (past the draft's
+guess of the target's first token), so the first job that drafts for the
+request finds its drafts made, or at least its prompt in the session. Its
+prefill is work the next job would do anyway; a prompt is drafted as deep as
+the job's depth allows whatever the room (a prefill step leaves room), and
+requests whose drafting ahead the prompt stopped are drafted again.
+
 A miss. In ``always``, and in ``auto`` for a job of one request, a request
 whose drafts were not made ahead waits for them to be made now. In ``auto``
 a job of more requests that the target waits on (inline: a step of plain SD;
@@ -82,6 +91,8 @@ class DraftAhead:
     gaps: deque = field(default_factory=lambda: deque(maxlen=GAPS))
     counts: AheadCounts = field(default_factory=AheadCounts)
     _last_job: dict[str, list[int]] = field(default_factory=dict)  # request -> its drafts, to draft past
+    _unfinished: dict[str, list[int]] = field(default_factory=dict)  # a run stopped by prompts: its requests
+    _prompts: set[str] = field(default_factory=set)  # requests whose prompts came: drafted depth + 1 steps
     _last_depth: int = 0
     _step_s: float | None = None
     _replied_at: float | None = None
@@ -101,6 +112,18 @@ class DraftAhead:
         """Released or resynchronised requests: their sessions are gone."""
         for req_id in req_ids:
             self.ahead.pop(req_id, None)
+            self._last_job.pop(req_id, None)
+            self._unfinished.pop(req_id, None)
+            self._prompts.discard(req_id)
+
+    def prompts(self, req_ids: Sequence[str], depth: int) -> None:
+        """Prompts the target computes now (no job: nothing is answered, no gap measured): drafted ahead
+        ``depth`` + 1 steps from them, beside any requests whose drafting ahead their coming stopped."""
+        self._arrived_at = None  # a job the target waits for is not late for them
+        self._last_job = {**self._unfinished, **self._last_job, **{r: [] for r in req_ids}}
+        self._unfinished = {}
+        self._prompts.update(req_ids)
+        self._last_depth = max(self._last_depth, depth)
 
     def take(self, histories: Mapping[str, Sequence[int]], depth: int) -> dict[str, list[int]]:
         """The drafts already made for each request whose history is the path drafted ahead (at most
@@ -127,7 +150,9 @@ class DraftAhead:
     def answered(self, drafted: Mapping[str, list[int]], depth: int) -> None:
         """The job's drafts (a request answered without any: none): what to draft past when idle."""
         self._last_job = dict(drafted)
+        self._unfinished, self._prompts = {}, set()
         self._last_depth = depth
+        self._replied_at = time.perf_counter()  # the gap runs from here to the next job
 
     def timed(self, seconds: float, steps: int) -> None:
         """A drafting call of ``steps`` engine steps took ``seconds`` (with the tokens it fed: an upper
@@ -143,24 +168,28 @@ class DraftAhead:
     def run(self, histories: Mapping[str, Sequence[int]], waiting: Callable[[], bool]) -> None:
         """Called right after each reply: draft the last job's requests ahead, one engine step per call, so
         that in ``auto`` a job that comes stops it after the step in flight."""
-        self._replied_at = time.perf_counter()
         last, self._last_job = self._last_job, {}
-        steps = self._steps(len(last))
-        if steps < 2 or waiting():  # one step drafts only the guess
+        prompts, self._prompts = self._prompts, set()
+        steps = {r: self._last_depth + 1 if r in prompts else self._steps(len(last)) for r in last}
+        base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories and steps[req_id] >= 2
+                and len(histories[req_id]) + len(last[req_id]) + steps[req_id] <= self.max_model_len}
+        if not base or waiting():  # one step drafts only the guess
+            self._unfinished = {r: last[r] for r in base}
             return
-        base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories
-                and len(histories[req_id]) + len(last[req_id]) + steps <= self.max_model_len}
         made: dict[str, list[int]] = {req_id: [] for req_id in base}
-        for step_index in range(steps):
+        for step_index in range(max(steps[r] for r in base)):
             if waiting():
                 self._arrived_at = self._arrived_at or time.perf_counter()  # a job came: it is late
                 if self.mode == "auto":
+                    self._unfinished = {r: last[r] for r in base if len(made.get(r, ())) < steps[r]}
                     break
             started = time.perf_counter()
-            step = self.draft({r: [*histories[r], *last[r], *tokens] for r, tokens in made.items()}, 1)
+            drafting = {r: tokens for r, tokens in made.items() if step_index < steps[r]}
+            step = self.draft({r: [*histories[r], *last[r], *tokens] for r, tokens in drafting.items()}, 1)
             if step_index:  # the first feeds what the target accepted (a new request: its prompt), the rest a token
                 self.timed(time.perf_counter() - started, 1)
-            made = {r: [*tokens, *step[r]] for r, tokens in made.items() if step.get(r)}
+            made = {r: [*tokens, *step[r]] if r in drafting else tokens for r, tokens in made.items()
+                    if step.get(r) or r not in drafting}
         for req_id, tokens in made.items():
             if len(tokens) >= 2:
                 self.ahead[req_id] = AheadDrafts(base[req_id], [*last[req_id], tokens[0]], tokens[1:])

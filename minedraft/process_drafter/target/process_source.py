@@ -15,7 +15,7 @@ through the scheduler's next output.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from minedraft.contract import DraftSource, MineDraftDraftTokenIds, ProposeCall
@@ -58,6 +58,13 @@ class ProcessDrafterSource(DraftSource):
     def context_layers(self) -> tuple[int, ...] | None:
         # Known once the draft engine is up (the proposer's load_model), before vLLM asks for its layers.
         return self.proposer.context_layers if self.proposer.takes_hidden_states else None
+
+    @property
+    def takes_prompts(self) -> bool:
+        return self.proposer.sends_prompts
+
+    def prompts(self, prompts: dict[str, Sequence[int]]) -> None:
+        self.proposer.send_prompts(prompts)
 
     def add_context(self, entries: list, rows: list) -> None:
         self.proposer.add_context(entries, rows)

@@ -26,7 +26,7 @@ sends it, so the other ranks draft nothing (process_drafter/target/process_sourc
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,6 +193,23 @@ class ProcessDrafterProposer:
         if self.context is not None:  # releases go with the context, when the job is sent
             return ProcessDrafterJob(list(req_ids), drafted, [], [], depth, next_tokens)
         return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
+
+    @property
+    def sends_prompts(self) -> bool:
+        """Not for a DFlash draft (it drafts from the target's context), nor where the drafter does not
+        draft ahead."""
+        return self.client is not None and self.context is None and self.draft_ahead != "off"
+
+    def send_prompts(self, prompts: dict[str, Sequence[int]]) -> None:
+        """Prompts the target computes now (their last chunks): the draft engine prefills them and drafts
+        ahead from them beside the target's forward (draft_ahead.py), so the first job that drafts for them
+        finds them in their sessions. Nobody waits for the reply (the next job's read skips it); the
+        releases go with it. Where ``sends_prompts``."""
+        updates = [self.sent.update(req_id, tokens, len(tokens)) for req_id, tokens in prompts.items()
+                   if len(tokens) + self.k <= self.max_model_len]
+        if updates:
+            self.client.send({"release": self.sent.take_released(), "updates": updates,
+                              "prompts": [u[0] for u in updates], "draft": [], "k": self.k})
 
     def send(self, job: ProcessDrafterJob, inline: bool = False) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone). ``inline``: the target waits

@@ -189,3 +189,46 @@ def test_always_and_a_gap_without_room_wait_for_every_draft():
     answer(ahead, {"a": [1], "b": [2]}, 3)
     ahead.run({"a": [1], "b": [2]}, never_waiting)
     assert not ahead.answers_at_once(2, inline=True)
+
+
+def test_a_prompt_is_drafted_ahead_past_the_guess_of_the_first_token_whatever_the_room():
+    ahead, sessions = ahead_of("auto")  # no gap measured: no room for the jobs' requests
+    histories = {"p": [4, 5, 6]}
+    ahead.prompts(["p"], 3)
+    ahead.run(histories, never_waiting)
+    assert sessions.calls == [(["p"], 1)] * 4  # the prefill and the guess, then three drafts
+    histories["p"].append(next_token(6))  # the target's first token is the draft's guess
+    assert ahead.take(histories, 3) == {"p": greedy(histories["p"], 3)}
+
+
+def test_prompts_that_stop_drafting_ahead_are_drafted_with_the_requests_it_stopped():
+    ahead, sessions = ahead_of("auto")
+    ahead.gaps.extend([1.0] * GAPS)
+    ahead.timed(0.1, 1)
+    histories = {"a": [1, 2]}
+    drafts = answer(ahead, histories, 3)
+    calls = iter([False, False, True])  # the prompt comes after one step
+    ahead.run(histories, lambda: next(calls, True))
+    assert len(sessions.calls) == 1
+    histories["p"] = [7, 8]
+    ahead.prompts(["p"], 3)
+    ahead.run(histories, never_waiting)
+    assert sessions.calls[1:] == [(["a", "p"], 1)] * 4
+    histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
+    histories["p"].append(next_token(8))
+    ahead.job_arrived()
+    assert ahead.take(histories, 3) == {r: greedy(histories[r], 3) for r in ("a", "p")}
+    assert ahead.take_counts() == {"ahead_hits": 2, "ahead_misses": 0, "ahead_late": 0}  # a prompt is no job
+
+
+def test_a_prompt_measures_no_gap_and_a_job_answered_clears_what_was_left():
+    ahead, _ = ahead_of("auto")
+    histories = {"a": [1]}
+    answer(ahead, histories, 2)
+    ahead.run(histories, lambda: True)  # a job came at once
+    ahead.prompts(["p"], 2)
+    assert list(ahead.gaps) == []
+    ahead.job_arrived()
+    assert len(ahead.gaps) == 1  # the gap runs from the last answer to the job
+    ahead.answered({"a": []}, 2)
+    assert ahead._last_job == {"a": []} and not ahead._unfinished and not ahead._prompts

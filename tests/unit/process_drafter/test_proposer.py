@@ -204,3 +204,27 @@ def test_the_shutdown_line_sums_what_the_draft_engine_drafted_ahead():
     stats.observe(None, None)  # late: no reply
     assert stats.summary().endswith("drafted ahead: 5 requests found their drafts made, 1 left the path, "
                                     "1 jobs came while drafting ahead")
+
+
+def test_prompts_go_to_the_drafter_before_their_first_token_and_the_next_job_sends_only_that():
+    client = FakeClient()
+    proposer = fake_proposer(client)
+    proposer.release(["gone"])  # nothing was sent for it: nothing to release
+    proposer.send_prompts({"a": [5, 6, 7], "long": list(range(62))})  # long: no room for k drafts after it
+    assert client.sent == [{"release": [], "updates": [("a", 0, [5, 6, 7])], "prompts": ["a"], "draft": [],
+                            "k": 3}]
+    req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 9]})  # the target's first token: 9
+    job = proposer.prepare(req_ids, 3, [[9]], lengths, token_ids)
+    assert job.updates == [("a", 3, [9])]
+    assert proposer.round_trip(job) == MineDraftDraftTokenIds(["a"], [[10, 11, 12]])  # its reply, not the prompts'
+
+
+def test_no_prompts_are_sent_where_the_drafter_does_not_draft_ahead():
+    client = FakeClient()
+    proposer = fake_proposer(client)
+    proposer.draft_ahead = "off"
+    assert not proposer.sends_prompts
+    proposer.draft_ahead = "auto"
+    assert proposer.sends_prompts
+    proposer.context = object()  # a DFlash draft: it drafts from the target's context, not from tokens
+    assert not proposer.sends_prompts

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from process_drafter_fakes import FakeClient, batch, fake_proposer
-from vllm.v1.core.sched.output import SchedulerOutput
+from vllm.v1.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from vllm.v1.outputs import DraftTokenIds
 
 from minedraft.config.settings import CONFIG_KEY, MineDraftSettings
@@ -254,3 +254,41 @@ def test_a_step_the_drafter_skips_is_prepared_as_the_target_alone(depth, drafts,
     speculative_config = runner.speculative_config
     assert runner._prepare_inputs(step, None) == expected
     assert runner.speculative_config is speculative_config  # restored
+
+
+
+class JobsAtForward(FakeVllmRunner):
+    """Notes how many jobs the process drafter had been sent when the target's forward ran."""
+
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self.log.append(f"{len(self.drafter.client.sent)} jobs sent")
+        return super().execute_model(scheduler_output, intermediate_tensors)
+
+
+class ProcessRunner(MineDraftRunnerMixin, JobsAtForward):
+    pass
+
+
+def test_prompts_whose_last_chunks_a_step_computes_go_to_the_process_drafter_before_the_forward():
+    client = FakeClient()
+    runner = ProcessRunner(fake_proposer(client), "custom_class")
+    runner.requests = {"chunked": SimpleNamespace(prompt_token_ids=[1, 2, 3, 4]),
+                       "resumed": SimpleNamespace(prompt_token_ids=[5, 6]),
+                       "decoding": SimpleNamespace(prompt_token_ids=[1, 2])}
+
+    def new(req_id, prompt, computed=0):
+        return NewRequestData(req_id, prompt, [], None, None, ([],), computed, None)
+
+    plan = MineDraftSchedulerOutput.extend(SchedulerOutput.make_empty(), [], False)
+    plan.scheduled_new_reqs = [new("whole", [7, 8, 9]), new("cached_prefix", [1, 7, 7], computed=2),
+                               new("first_chunk", [4, 4, 4, 4])]
+    plan.scheduled_cached_reqs = CachedRequestData(
+        req_ids=["chunked", "resumed", "decoding"], resumed_req_ids={"resumed"}, new_token_ids=[],
+        all_token_ids={}, new_block_ids=[None] * 3, num_computed_tokens=[2, 0, 9], num_output_tokens=[0] * 3)
+    plan.num_scheduled_tokens = {"whole": 3, "cached_prefix": 1, "first_chunk": 2, "chunked": 2, "resumed": 2,
+                                 "decoding": 1}
+    runner.execute_model(plan)
+    assert runner.log[0] == "1 jobs sent"  # before the target's forward
+    # Not the prompt whose first chunk runs now, nor the one resumed after preemption (its history is more).
+    assert client.sent[0]["prompts"] == ["whole", "cached_prefix", "chunked"]
+    assert client.sent[0]["updates"][-1] == ("chunked", 0, [1, 2, 3, 4])
