@@ -25,14 +25,15 @@ second group, or a target that sends the next job at once) the gap is short
 and nothing is drafted ahead. Drafting ahead costs the target's hardware
 nothing: the drafter has its own.
 
-A prompt. The target's worker sends each prompt as its last chunk is
-scheduled (``prompts``), before the target's forward over it: the engine
-prefills it and drafts ahead from it beside that forward (past the draft's
-guess of the target's first token), so the first job that drafts for the
-request finds its drafts made, or at least its prompt in the session. Its
-prefill is work the next job would do anyway; a prompt is drafted as deep as
-the job's depth allows whatever the room (a prefill step leaves room), and
-requests whose drafting ahead the prompt stopped are drafted again.
+Histories sent with no drafts asked (``start``). The target's worker sends
+each prompt as its last chunk is scheduled, before the target's forward over
+it, and at a step of depth 0 each request's new tokens: the engine drafts
+ahead from them beside the target's step (a prompt: its prefill, and past the
+draft's guess of the target's first token), so the next job that drafts for
+the request finds its drafts made, or at least its history in the session.
+They are drafted as deep as the job's depth allows whatever the room (a
+prefill step leaves room; the prefill is the next job's work anyway), and
+requests whose drafting ahead they stopped are drafted again with them.
 
 A miss. In ``always``, and in ``auto`` for a job of one request, a request
 whose drafts were not made ahead waits for them to be made now. In ``auto``
@@ -92,7 +93,7 @@ class DraftAhead:
     counts: AheadCounts = field(default_factory=AheadCounts)
     _last_job: dict[str, list[int]] = field(default_factory=dict)  # request -> its drafts, to draft past
     _unfinished: dict[str, list[int]] = field(default_factory=dict)  # a run stopped by prompts: its requests
-    _prompts: set[str] = field(default_factory=set)  # requests whose prompts came: drafted depth + 1 steps
+    _started: set[str] = field(default_factory=set)  # histories sent with no drafts asked: depth + 1 steps
     _last_depth: int = 0
     _step_s: float | None = None
     _replied_at: float | None = None
@@ -114,15 +115,15 @@ class DraftAhead:
             self.ahead.pop(req_id, None)
             self._last_job.pop(req_id, None)
             self._unfinished.pop(req_id, None)
-            self._prompts.discard(req_id)
+            self._started.discard(req_id)
 
-    def prompts(self, req_ids: Sequence[str], depth: int) -> None:
-        """Prompts the target computes now (no job: nothing is answered, no gap measured): drafted ahead
+    def start(self, req_ids: Sequence[str], depth: int) -> None:
+        """Histories sent with no drafts asked (no job: nothing is answered, no gap measured): drafted ahead
         ``depth`` + 1 steps from them, beside any requests whose drafting ahead their coming stopped."""
         self._arrived_at = None  # a job the target waits for is not late for them
         self._last_job = {**self._unfinished, **self._last_job, **{r: [] for r in req_ids}}
         self._unfinished = {}
-        self._prompts.update(req_ids)
+        self._started.update(req_ids)
         self._last_depth = max(self._last_depth, depth)
 
     def take(self, histories: Mapping[str, Sequence[int]], depth: int) -> dict[str, list[int]]:
@@ -150,7 +151,7 @@ class DraftAhead:
     def answered(self, drafted: Mapping[str, list[int]], depth: int) -> None:
         """The job's drafts (a request answered without any: none): what to draft past when idle."""
         self._last_job = dict(drafted)
-        self._unfinished, self._prompts = {}, set()
+        self._unfinished, self._started = {}, set()
         self._last_depth = depth
         self._replied_at = time.perf_counter()  # the gap runs from here to the next job
 
@@ -169,8 +170,8 @@ class DraftAhead:
         """Called right after each reply: draft the last job's requests ahead, one engine step per call, so
         that in ``auto`` a job that comes stops it after the step in flight."""
         last, self._last_job = self._last_job, {}
-        prompts, self._prompts = self._prompts, set()
-        steps = {r: self._last_depth + 1 if r in prompts else self._steps(len(last)) for r in last}
+        started, self._started = self._started, set()
+        steps = {r: self._last_depth + 1 if r in started else self._steps(len(last)) for r in last}
         base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories and steps[req_id] >= 2
                 and len(histories[req_id]) + len(last[req_id]) + steps[req_id] <= self.max_model_len}
         if not base or waiting():  # one step drafts only the guess

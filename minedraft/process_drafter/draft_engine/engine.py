@@ -8,7 +8,7 @@ sessions keep each request's KV), warms up and
 says ``{"ready": ...}``. Then, per JSON line on stdin::
 
     {"job": 7, "release": [ids], "updates": [[id, start, [tokens]]], "draft": [ids], "inline": true}
-    {"job": 8, "release": [ids], "updates": [[id, 0, [prompt]]], "prompts": [ids], "k": 3}
+    {"job": 8, "release": [ids], "updates": [[id, 0, [prompt]]], "ahead": [ids], "k": 3}
 
 it applies the histories (minedraft/process_drafter/history.py) and drafts k tokens
 greedily for each id of ``draft`` in that request's draft session
@@ -21,8 +21,9 @@ line::
 Between jobs it drafts ahead (draft_ahead.py): past the drafts it just sent,
 as if the target accepts them all, so that the next job's drafts may be made
 already; a job of several requests may then be answered with those alone.
-A ``prompts`` job (sent as the target starts computing them; no one waits
-for its reply) drafts those requests ahead from their prompts.
+An ``ahead`` job (prompts sent as the target starts computing them, new
+tokens at a step of depth 0; no one waits for its reply) drafts those
+requests ahead from their histories.
 
 It speaks the child protocol (minedraft/process_drafter/protocol.py): replies
 go to a private copy of stdout; vLLM's logs (fd 1 and 2) go to the log file
@@ -67,16 +68,16 @@ class DraftEngine:
 
     def handle(self, job: dict) -> dict:
         started = time.perf_counter()
-        if "prompts" not in job:
+        if "ahead" not in job:
             self.ahead.job_arrived()
         released = job.get("release", ())
         resync = self.histories.apply(released, job.get("updates", ()))
         self.sessions.release([*released, *resync])
         self.ahead.forget([*released, *resync])
         lost = set(resync)
-        if "prompts" in job:  # nobody waits for this reply: the prompts are drafted ahead when idle
-            self.ahead.prompts([r for r in job["prompts"] if r not in lost and r in self.histories.tokens],
-                               job.get("k", self.k))
+        if "ahead" in job:  # nobody waits for this reply: the requests are drafted ahead when idle
+            self.ahead.start([r for r in job["ahead"] if r not in lost and r in self.histories.tokens],
+                             job.get("k") or self.k)  # a depth-0 step's: as deep as the engine's k
             return {"job": job["job"], "drafts": [], "resync": resync, "draft_s": 0.0}
         ids = [r for r in job["draft"] if r not in lost and 0 < len(self.histories.tokens.get(r, ()))
                and len(self.histories.tokens[r]) + self.k <= self.max_model_len]

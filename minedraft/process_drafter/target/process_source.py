@@ -61,7 +61,7 @@ class ProcessDrafterSource(DraftSource):
 
     @property
     def takes_prompts(self) -> bool:
-        return self.proposer.sends_prompts
+        return self.proposer.sends_ahead
 
     def prompts(self, prompts: dict[str, Sequence[int]]) -> None:
         self.proposer.send_prompts(prompts)

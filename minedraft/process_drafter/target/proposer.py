@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from minedraft.config.methods import method_of_engine
@@ -56,14 +56,18 @@ class ProcessDrafterJob:
     released: list[str]
     depth: int  # draft tokens per drafted row
     next_tokens: list[int] | None = None  # a DFlash drafter's: the token each drafted row drafts after
+    # At depth 0: the rows whose new tokens are sent for the engine to draft ahead from (draft_ahead.py).
+    ahead: list[str] = field(default_factory=list)
 
     def message(self) -> dict[str, Any] | None:
         """What the draft engine is sent; None when there is nothing to send."""
-        if not (self.drafted or self.released):
+        if not (self.drafted or self.released or self.ahead):
             return None
         message = {"release": self.released, "updates": self.updates, "draft": self.drafted, "k": self.depth}
         if self.next_tokens is not None:
             message["next"] = self.next_tokens
+        if self.ahead:
+            message["ahead"] = self.ahead
         return message
 
     def result(self, reply: dict[str, Any] | None) -> MineDraftDraftTokenIds:
@@ -170,18 +174,24 @@ class ProcessDrafterProposer:
     def prepare(self, req_ids: list[str], depth: int, sampled_token_ids: list[list[int]], num_tokens_no_spec,
                 token_ids_cpu, *, undrafted: frozenset[str] = frozenset(), **_: Any) -> ProcessDrafterJob:
         """A job for the batch's rows drafting ``depth`` tokens each (the step's depth), from vLLM's
-        ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted and nothing sent but
-        releases: the draft engine's sessions take the tokens they missed with the next job that drafts.
+        ``custom_class`` ``propose`` arguments. At depth 0 nothing is drafted: where the engine drafts ahead
+        (``sends_ahead``) the rows' new tokens are sent for it to draft ahead from, so that the next job
+        that drafts finds its drafts made; else nothing is sent but releases, and the draft engine's
+        sessions take the tokens they missed with the next job that drafts.
         ``undrafted``: rows whose drafts the step does not want (contract.py), left out as at depth 0.
         A DFlash draft's job carries no tokens but the one each row drafts after; its context rows
         (``add_context``) go with whichever job is sent next, at any depth."""
-        drafted, updates, next_tokens = [], [], []
+        drafted, updates, next_tokens, ahead = [], [], [], []
         for row, req_id in enumerate(req_ids):
             length = int(num_tokens_no_spec[row])
             # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
             # or where k more tokens would pass the model length.
-            if (depth == 0 or req_id in undrafted or not sampled_token_ids[row]
-                    or length + self.k > self.max_model_len):
+            if req_id in undrafted or not sampled_token_ids[row] or length + self.k > self.max_model_len:
+                continue
+            if depth == 0:
+                if self.sends_ahead:
+                    updates.append(self.sent.update(req_id, token_ids_cpu[row], length))
+                    ahead.append(req_id)
                 continue
             if self.context is not None:  # no token history: the context came with add_context
                 if req_id not in self.context.lost:
@@ -192,24 +202,25 @@ class ProcessDrafterProposer:
             drafted.append(req_id)
         if self.context is not None:  # releases go with the context, when the job is sent
             return ProcessDrafterJob(list(req_ids), drafted, [], [], depth, next_tokens)
-        return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth)
+        return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth, ahead=ahead)
 
     @property
-    def sends_prompts(self) -> bool:
-        """Not for a DFlash draft (it drafts from the target's context), nor where the drafter does not
-        draft ahead."""
+    def sends_ahead(self) -> bool:
+        """Whether histories go to the engine with no drafts asked, for it to draft ahead from (prompts,
+        a depth-0 step's tokens): not for a DFlash draft (it drafts from the target's context), nor
+        where the drafter does not draft ahead."""
         return self.client is not None and self.context is None and self.draft_ahead != "off"
 
     def send_prompts(self, prompts: dict[str, Sequence[int]]) -> None:
         """Prompts the target computes now (their last chunks): the draft engine prefills them and drafts
         ahead from them beside the target's forward (draft_ahead.py), so the first job that drafts for them
         finds them in their sessions. Nobody waits for the reply (the next job's read skips it); the
-        releases go with it. Where ``sends_prompts``."""
+        releases go with it. Where ``sends_ahead``."""
         updates = [self.sent.update(req_id, tokens, len(tokens)) for req_id, tokens in prompts.items()
                    if len(tokens) + self.k <= self.max_model_len]
         if updates:
             self.client.send({"release": self.sent.take_released(), "updates": updates,
-                              "prompts": [u[0] for u in updates], "draft": [], "k": self.k})
+                              "ahead": [u[0] for u in updates], "draft": [], "k": self.k})
 
     def send(self, job: ProcessDrafterJob, inline: bool = False) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone). ``inline``: the target waits

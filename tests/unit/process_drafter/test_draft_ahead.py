@@ -194,7 +194,7 @@ def test_always_and_a_gap_without_room_wait_for_every_draft():
 def test_a_prompt_is_drafted_ahead_past_the_guess_of_the_first_token_whatever_the_room():
     ahead, sessions = ahead_of("auto")  # no gap measured: no room for the jobs' requests
     histories = {"p": [4, 5, 6]}
-    ahead.prompts(["p"], 3)
+    ahead.start(["p"], 3)
     ahead.run(histories, never_waiting)
     assert sessions.calls == [(["p"], 1)] * 4  # the prefill and the guess, then three drafts
     histories["p"].append(next_token(6))  # the target's first token is the draft's guess
@@ -211,7 +211,7 @@ def test_prompts_that_stop_drafting_ahead_are_drafted_with_the_requests_it_stopp
     ahead.run(histories, lambda: next(calls, True))
     assert len(sessions.calls) == 1
     histories["p"] = [7, 8]
-    ahead.prompts(["p"], 3)
+    ahead.start(["p"], 3)
     ahead.run(histories, never_waiting)
     assert sessions.calls[1:] == [(["a", "p"], 1)] * 4
     histories["a"] += [*drafts["a"], next_token(drafts["a"][-1])]
@@ -226,9 +226,9 @@ def test_a_prompt_measures_no_gap_and_a_job_answered_clears_what_was_left():
     histories = {"a": [1]}
     answer(ahead, histories, 2)
     ahead.run(histories, lambda: True)  # a job came at once
-    ahead.prompts(["p"], 2)
+    ahead.start(["p"], 2)
     assert list(ahead.gaps) == []
     ahead.job_arrived()
     assert len(ahead.gaps) == 1  # the gap runs from the last answer to the job
     ahead.answered({"a": []}, 2)
-    assert ahead._last_job == {"a": []} and not ahead._unfinished and not ahead._prompts
+    assert ahead._last_job == {"a": []} and not ahead._unfinished and not ahead._started

@@ -74,6 +74,7 @@ def test_an_empty_job_is_not_sent():
 def test_jobs_carry_the_steps_depth_and_depth_0_sends_nothing_until_the_next_draft():
     client = FakeClient()
     proposer = fake_proposer(client)
+    proposer.draft_ahead = "off"
     req_ids, lengths, token_ids = batch({"a": [5, 6, 7]})
     proposer.round_trip(proposer.prepare(req_ids, 3, [[7]], lengths, token_ids))
     req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8]})
@@ -82,6 +83,22 @@ def test_jobs_carry_the_steps_depth_and_depth_0_sends_nothing_until_the_next_dra
     req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8, 9]})
     job = proposer.prepare(req_ids, 2, [[9]], lengths, token_ids)
     assert job.message() == {"release": [], "updates": [("a", 3, [8, 9])], "draft": ["a"], "k": 2}
+
+
+def test_where_the_engine_drafts_ahead_a_depth_0_step_sends_its_tokens_to_draft_ahead_from_unawaited():
+    client = FakeClient()
+    proposer = fake_proposer(client)
+    req_ids, lengths, token_ids = batch({"a": [5, 6, 7]})
+    proposer.round_trip(proposer.prepare(req_ids, 3, [[7]], lengths, token_ids))
+    req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8]})
+    idle = proposer.prepare(req_ids, 0, [[8]], lengths, token_ids)
+    assert idle.message() == {"release": [], "updates": [("a", 3, [8])], "draft": [], "k": 0, "ahead": ["a"]}
+    assert proposer.round_trip(idle) == MineDraftDraftTokenIds(["a"], [[]])  # not awaited: no drafts, none late
+    assert proposer.stats.jobs == 1
+    req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 8, 9]})
+    job = proposer.prepare(req_ids, 2, [[9]], lengths, token_ids)
+    assert job.updates == [("a", 4, [9])]
+    assert proposer.round_trip(job) == MineDraftDraftTokenIds(["a"], [[10, 11, 12]])
 
 
 def test_undrafted_rows_are_left_out_and_their_tokens_go_with_the_next_job_that_drafts_them():
@@ -211,7 +228,7 @@ def test_prompts_go_to_the_drafter_before_their_first_token_and_the_next_job_sen
     proposer = fake_proposer(client)
     proposer.release(["gone"])  # nothing was sent for it: nothing to release
     proposer.send_prompts({"a": [5, 6, 7], "long": list(range(62))})  # long: no room for k drafts after it
-    assert client.sent == [{"release": [], "updates": [("a", 0, [5, 6, 7])], "prompts": ["a"], "draft": [],
+    assert client.sent == [{"release": [], "updates": [("a", 0, [5, 6, 7])], "ahead": ["a"], "draft": [],
                             "k": 3}]
     req_ids, lengths, token_ids = batch({"a": [5, 6, 7, 9]})  # the target's first token: 9
     job = proposer.prepare(req_ids, 3, [[9]], lengths, token_ids)
@@ -223,8 +240,8 @@ def test_no_prompts_are_sent_where_the_drafter_does_not_draft_ahead():
     client = FakeClient()
     proposer = fake_proposer(client)
     proposer.draft_ahead = "off"
-    assert not proposer.sends_prompts
+    assert not proposer.sends_ahead
     proposer.draft_ahead = "auto"
-    assert proposer.sends_prompts
+    assert proposer.sends_ahead
     proposer.context = object()  # a DFlash draft: it drafts from the target's context, not from tokens
-    assert not proposer.sends_prompts
+    assert not proposer.sends_ahead

@@ -290,5 +290,5 @@ def test_prompts_whose_last_chunks_a_step_computes_go_to_the_process_drafter_bef
     runner.execute_model(plan)
     assert runner.log[0] == "1 jobs sent"  # before the target's forward
     # Not the prompt whose first chunk runs now, nor the one resumed after preemption (its history is more).
-    assert client.sent[0]["prompts"] == ["whole", "cached_prefix", "chunked"]
+    assert client.sent[0]["ahead"] == ["whole", "cached_prefix", "chunked"]
     assert client.sent[0]["updates"][-1] == ("chunked", 0, [1, 2, 3, 4])
