@@ -31,9 +31,9 @@ it, and at a step of depth 0 each request's new tokens: the engine drafts
 ahead from them beside the target's step (a prompt: its prefill, and past the
 draft's guess of the target's first token), so the next job that drafts for
 the request finds its drafts made, or at least its history in the session.
-They are drafted as deep as the job's depth allows whatever the room (a
-prefill step leaves room; the prefill is the next job's work anyway), and
-requests whose drafting ahead they stopped are drafted again with them.
+They are drafted k + 1 steps whatever the room (a prefill step leaves room;
+the prefill is the next job's work anyway), and requests whose drafting
+ahead they stopped are drafted again with them.
 
 A miss. In ``always``, and in ``auto`` for a job of one request, a request
 whose drafts were not made ahead waits for them to be made now. In ``auto``
@@ -92,7 +92,7 @@ class DraftAhead:
     gaps: deque = field(default_factory=lambda: deque(maxlen=GAPS))
     counts: AheadCounts = field(default_factory=AheadCounts)
     _last_job: dict[str, list[int]] = field(default_factory=dict)  # request -> its drafts, to draft past
-    _unfinished: dict[str, list[int]] = field(default_factory=dict)  # a run stopped by prompts: its requests
+    _unfinished: dict[str, list[int]] = field(default_factory=dict)  # a run a job stopped: its requests left
     _started: set[str] = field(default_factory=set)  # histories sent with no drafts asked: depth + 1 steps
     _last_depth: int = 0
     _step_s: float | None = None
