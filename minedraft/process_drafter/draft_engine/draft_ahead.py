@@ -89,7 +89,12 @@ class DraftAhead:
     mode: str
     max_model_len: int
     ahead: dict[str, AheadDrafts] = field(default_factory=dict)
+    # Gaps before jobs the target waits on (inline: a step of plain SD), and before a parallel step's jobs (sent
+    # as the step starts: little room as a rule). Drafting ahead after a job reads the gaps of its kind: those of
+    # parallel steps, read after plain SD came back, held a batch of 8 at one or two drafts for six steps.
     gaps: deque = field(default_factory=lambda: deque(maxlen=GAPS))
+    parallel_gaps: deque = field(default_factory=lambda: deque(maxlen=GAPS))
+    _inline: bool = True  # the kind of the last job
     counts: AheadCounts = field(default_factory=AheadCounts)
     _last_job: dict[str, list[int]] = field(default_factory=dict)  # request -> its drafts, to draft past
     _unfinished: dict[str, list[int]] = field(default_factory=dict)  # a run a job stopped: its requests left
@@ -100,11 +105,12 @@ class DraftAhead:
     _arrived_at: float | None = None
 
     # ------------------------------------------------------------------ a job
-    def job_arrived(self) -> None:
-        """A job is being handled: the gap since the last reply is one more measurement."""
+    def job_arrived(self, inline: bool = True) -> None:
+        """A job is being handled: the gap since the last reply is one more measurement of its kind."""
         arrived = self._arrived_at or time.perf_counter()
+        self._inline = inline
         if self._replied_at is not None:
-            self.gaps.append(arrived - self._replied_at)
+            (self.gaps if inline else self.parallel_gaps).append(arrived - self._replied_at)
         if self._arrived_at is not None:
             self.counts.late += 1
         self._replied_at = self._arrived_at = None
@@ -206,6 +212,7 @@ class DraftAhead:
         """``auto``: the engine steps the median recent gap holds, the last one where over half of it fits (0
         until measured). A job then waits less than half a step for one draft more per request: on the real
         pair the target's step at N = 4 held 2.9 draft steps (2026-12-06)."""
-        if len(self.gaps) < GAPS or not self._step_s:
+        gaps = self.gaps if self._inline else self.parallel_gaps
+        if len(gaps) < GAPS or not self._step_s:
             return 0
-        return int(statistics.median(self.gaps) / self._step_s + 0.5)
+        return int(statistics.median(gaps) / self._step_s + 0.5)

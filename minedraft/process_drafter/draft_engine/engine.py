@@ -69,7 +69,7 @@ class DraftEngine:
     def handle(self, job: dict) -> dict:
         started = time.perf_counter()
         if "ahead" not in job:
-            self.ahead.job_arrived()
+            self.ahead.job_arrived(job.get("inline", False))
         released = job.get("release", ())
         resync = self.histories.apply(released, job.get("updates", ()))
         self.sessions.release([*released, *resync])

@@ -232,3 +232,20 @@ def test_a_prompt_measures_no_gap_and_a_job_answered_clears_what_was_left():
     assert len(ahead.gaps) == 1  # the gap runs from the last answer to the job
     ahead.answered({"a": []}, 2)
     assert ahead._last_job == {"a": []} and not ahead._unfinished and not ahead._started
+
+
+def test_the_gaps_before_a_parallel_steps_jobs_leave_the_room_of_plain_sd_steps_as_it_was():
+    ahead, sessions = ahead_of("auto")
+    ahead.gaps.extend([1.0] * GAPS)  # steps of plain SD: room for every step
+    ahead.timed(0.1, 1)
+    histories = {"a": [1]}
+    for _ in range(GAPS):  # parallel steps: each job comes as its step starts
+        ahead.job_arrived(inline=False)
+        answer(ahead, histories, 3)
+        ahead.run(histories, never_waiting)
+    assert sessions.calls == [] and list(ahead.gaps) == [1.0] * GAPS  # little room after a parallel step's job
+    ahead.job_arrived(inline=True)  # plain SD again
+    ahead.gaps.extend([1.0] * GAPS)  # the gap before it (measured in microseconds here) aside
+    answer(ahead, histories, 3)
+    ahead.run(histories, never_waiting)
+    assert len(sessions.calls) == 4 and ahead.answers_at_once(2, inline=True)
