@@ -177,7 +177,8 @@ class DraftAhead:
         that in ``auto`` a job that comes stops it after the step in flight."""
         last, self._last_job = self._last_job, {}
         started, self._started = self._started, set()
-        steps = {r: self._last_depth + 1 if r in started else self._steps(len(last)) for r in last}
+        job_steps = self._steps(len(last))
+        steps = {r: self._last_depth + 1 if r in started else job_steps for r in last}
         base = {req_id: len(histories[req_id]) for req_id in last if req_id in histories and steps[req_id] >= 2
                 and len(histories[req_id]) + len(last[req_id]) + steps[req_id] <= self.max_model_len}
         if not base or waiting():  # one step drafts only the guess

@@ -186,7 +186,7 @@ class ProcessDrafterProposer:
             length = int(num_tokens_no_spec[row])
             # As vLLM's proposers: no drafts for a prefill chunk (nothing sampled)
             # or where k more tokens would pass the model length.
-            if req_id in undrafted or not sampled_token_ids[row] or length + self.k > self.max_model_len:
+            if req_id in undrafted or not sampled_token_ids[row] or not self._fits(length):
                 continue
             if depth == 0:
                 if self.sends_ahead:
@@ -204,6 +204,10 @@ class ProcessDrafterProposer:
             return ProcessDrafterJob(list(req_ids), drafted, [], [], depth, next_tokens)
         return ProcessDrafterJob(list(req_ids), drafted, updates, self.sent.take_released(), depth, ahead=ahead)
 
+    def _fits(self, length: int) -> bool:
+        """A history of ``length`` tokens leaves room for k drafts within the model length."""
+        return length + self.k <= self.max_model_len
+
     @property
     def sends_ahead(self) -> bool:
         """Whether histories go to the engine with no drafts asked, for it to draft ahead from (prompts,
@@ -217,7 +221,7 @@ class ProcessDrafterProposer:
         finds them in their sessions. Nobody waits for the reply (the next job's read skips it); the
         releases go with it. Where ``sends_ahead``."""
         updates = [self.sent.update(req_id, tokens, len(tokens)) for req_id, tokens in prompts.items()
-                   if len(tokens) + self.k <= self.max_model_len]
+                   if self._fits(len(tokens))]
         if updates:
             self.client.send({"release": self.sent.take_released(), "updates": updates,
                               "ahead": [u[0] for u in updates], "draft": [], "k": self.k})
