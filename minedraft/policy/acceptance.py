@@ -109,10 +109,14 @@ class Acceptance:
                 counts = self._meet(v.req_id, arrived)
             fade = keep ** (1 + counts.cut_steps)
             counts.verified_steps += v.drafts > 0
-            for j in reached(v.drafts, v.accepted, self.max_depth):
+            positions = reached(v.drafts, v.accepted, self.max_depth)
+            for j in positions:
                 counts.add(j, fade, 1.0, j < v.accepted)
                 counts.seen[j] = now
                 counts.reached_step[j] = counts.verified_steps
+            if v.drafts > 0:  # the positions it did not reach fade too: what they measured grows old
+                for j in range(len(positions), self.max_depth):
+                    counts.add(j, fade, 0.0, 0.0)
             counts.cut_steps = 0
 
     def _observe_batch(self, verified: list[VerifiedDrafts], now: float) -> None:

@@ -108,6 +108,27 @@ def test_a_request_s_own_rejection_at_its_first_verification_goes_stale(steps_at
     assert (second / first < 0.5) != stands_in
 
 
+@pytest.mark.parametrize("steps_at_depth_1", [1, 4, 7])
+def test_a_request_s_positions_its_steps_do_not_reach_fade_with_each_of_its_verified_steps(steps_at_depth_1):
+    """Other requests accept every draft; one request's first verification rejects its second draft, and its
+    steps at depth 1 after it accept their one draft. Its own trial at position 2 weighs exp(-1/8) less with
+    each of those steps, as a trial it reached would: the position returns to the prior it had, where it
+    would otherwise hold that one rejection for 2 x request_memory steps (make demo's single request, whose
+    first verifications reject deep drafts, drafted at depth 1 for 15 of its 46 steps, 0.91x stock SD)."""
+    acceptance, now = Acceptance(3), 0.0
+    for step in range(20):
+        now += 0.01
+        acceptance.observe([VerifiedDrafts(f"good{i}", 3, 3) for i in range(4)], now)
+    acceptance.observe([VerifiedDrafts("r", 3, 1)], now)
+    for _ in range(steps_at_depth_1):
+        now += 0.01
+        acceptance.observe([VerifiedDrafts("r", 1, 1)], now)
+    prior, pt = acceptance.request_prior()[1], TUNING.prior_trials
+    first, second = acceptance.survivals("r", 2)
+    own = KEEP ** steps_at_depth_1  # its one trial at position 2, faded by the steps since
+    assert second / first == pytest.approx(prior * pt / (own + pt))
+
+
 def test_a_request_whose_drafts_are_all_cut_fades_to_its_prior_by_exp_minus_one_over_its_memory_a_step():
     """One rejection of its own, then three steps that cut all its drafts: its counts weigh exp(-3/8) of
     themselves. Verified again, its older count is discounted for those steps and for the new one."""
