@@ -114,7 +114,7 @@ def test_a_request_s_positions_its_steps_do_not_reach_fade_with_each_of_its_veri
     steps at depth 1 after it accept their one draft. Its own trial at position 2 weighs exp(-1/8) less with
     each of those steps, as a trial it reached would: the position returns to the prior it had, where it
     would otherwise hold that one rejection for 2 x request_memory steps (make demo's single request, whose
-    first verifications reject deep drafts, drafted at depth 1 for 15 of its 46 steps, 0.91x stock SD)."""
+    first verifications reject deep drafts, drafted at depth 1 for 15 of its 50 steps, 0.91x stock SD)."""
     acceptance, now = Acceptance(3), 0.0
     for step in range(20):
         now += 0.01
