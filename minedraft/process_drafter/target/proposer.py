@@ -222,9 +222,9 @@ class ProcessDrafterProposer:
         releases go with it. Where ``sends_ahead``."""
         updates = [self.sent.update(req_id, tokens, len(tokens)) for req_id, tokens in prompts.items()
                    if self._fits(len(tokens))]
-        if updates:
-            self.client.send({"release": self.sent.take_released(), "updates": updates,
-                              "ahead": [u[0] for u in updates], "draft": [], "k": self.k})
+        if updates:  # a job of no rows, as a depth-0 step's (prepare), drafted ahead as deep as the engine's k
+            self.send(ProcessDrafterJob([], [], updates, self.sent.take_released(), self.k,
+                                        ahead=[u[0] for u in updates]))
 
     def send(self, job: ProcessDrafterJob, inline: bool = False) -> int | None:
         """Send ``job``; its id (None: nothing to send, or the drafter is gone). ``inline``: the target waits
